@@ -43,7 +43,8 @@ fn collect(stmts: &[Stmt], counter: &mut usize, out: &mut Vec<Found>) -> Vec<Str
                 blocks.extend(collect(init, counter, out));
                 blocks.extend(collect(body, counter, out));
             }
-            Stmt::Let { .. } | Stmt::Store { .. } => {}
+            Stmt::While { body, .. } => blocks.extend(collect(body, counter, out)),
+            Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {}
         }
     }
     blocks
@@ -104,7 +105,13 @@ pub fn get(body: &[Stmt], index: usize) -> Option<&Stmt> {
                         return Some(x);
                     }
                 }
-                Stmt::Let { .. } | Stmt::Store { .. } => {}
+                Stmt::While { body, .. } => {
+                    if let Some(x) = go(body, index, counter) {
+                        return Some(x);
+                    }
+                }
+                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
+                }
             }
         }
         None
@@ -183,6 +190,10 @@ pub fn replace(
                         body,
                     });
                 }
+                Stmt::While { cond, body } => {
+                    let body = go(body, index, counter, f)?;
+                    out.push(Stmt::While { cond, body });
+                }
                 other => out.push(other),
             }
         }
@@ -229,7 +240,12 @@ pub fn accesses(stmts: &[Stmt], out: &mut Vec<(String, Vec<Expr>, bool)>) {
                 accesses(then_body, out);
                 accesses(else_body, out);
             }
-            Stmt::Let { value, .. } => expr(value, out),
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr(value, out),
+            Stmt::Decl { init, .. } => expr(init, out),
+            Stmt::While { cond, body } => {
+                expr(cond, out);
+                accesses(body, out);
+            }
             Stmt::Store {
                 buffer,
                 indices,
@@ -279,7 +295,13 @@ pub fn enclosing(body: &[Stmt], block: &str) -> Option<Vec<String>> {
                         return true;
                     }
                 }
-                Stmt::Let { .. } | Stmt::Store { .. } => {}
+                Stmt::While { body, .. } => {
+                    if go(body, block, path) {
+                        return true;
+                    }
+                }
+                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
+                }
             }
         }
         false
@@ -323,7 +345,9 @@ pub fn blocks(body: &[Stmt]) -> Vec<String> {
                     go(init, out);
                     go(body, out);
                 }
-                Stmt::Let { .. } | Stmt::Store { .. } => {}
+                Stmt::While { body, .. } => go(body, out),
+                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
+                }
             }
         }
     }

@@ -225,6 +225,28 @@ impl Machine<'_> {
                 let v = self.eval(value)?;
                 self.env.push((var.clone(), v));
             }
+            Stmt::Decl { var, dtype, init } => {
+                let v = self.eval(init)?.cast(*dtype);
+                self.env.push((var.clone(), v));
+            }
+            Stmt::Assign { var, value } => {
+                let v = self.eval(value)?;
+                let slot = self
+                    .env
+                    .iter_mut()
+                    .rev()
+                    .find(|(n, _)| n == var)
+                    .ok_or_else(|| Stage2InterpError::Unbound {
+                        what: "variable",
+                        name: var.clone(),
+                    })?;
+                slot.1 = v.cast(slot.1.dtype());
+            }
+            Stmt::While { cond, body } => {
+                while self.eval(cond)?.as_bool() {
+                    self.stmts(body)?;
+                }
+            }
             Stmt::Store {
                 buffer,
                 indices,

@@ -153,6 +153,30 @@ pub enum Stmt {
         /// Value.
         value: Expr,
     },
+    /// Declares a mutable scalar variable for the rest of the enclosing statement list (the
+    /// state of a co-iteration while-loop); only [`Stmt::Assign`] changes it.
+    Decl {
+        /// Variable.
+        var: String,
+        /// Its type.
+        dtype: DType,
+        /// Initial value.
+        init: Expr,
+    },
+    /// Assigns a variable declared by [`Stmt::Decl`].
+    Assign {
+        /// Variable.
+        var: String,
+        /// New value (of the declared type).
+        value: Expr,
+    },
+    /// `while cond { body }`: the co-iteration loop over several sparse levels.
+    While {
+        /// Condition (bool), evaluated before every iteration.
+        cond: Expr,
+        /// Body.
+        body: Vec<Stmt>,
+    },
     /// Stores `value` into a buffer element.
     Store {
         /// Buffer.

@@ -128,7 +128,12 @@ pub fn verify_flat(f: &Func) -> Result<(), LowerError> {
                     stmts(then_body)?;
                     stmts(else_body)?;
                 }
-                Stmt::Let { value, .. } => expr(value)?,
+                Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr(value)?,
+                Stmt::Decl { init, .. } => expr(init)?,
+                Stmt::While { cond, body } => {
+                    expr(cond)?;
+                    stmts(body)?;
+                }
                 Stmt::Store {
                     buffer,
                     indices,

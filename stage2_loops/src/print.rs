@@ -120,6 +120,17 @@ fn write_stmts(out: &mut String, stmts: &[Stmt], depth: usize) {
             Stmt::Let { var, value } => {
                 let _ = writeln!(out, "{:pad$}let {var} = {value}", "");
             }
+            Stmt::Decl { var, dtype, init } => {
+                let _ = writeln!(out, "{:pad$}var {var}: {} = {init}", "", dtype.name());
+            }
+            Stmt::Assign { var, value } => {
+                let _ = writeln!(out, "{:pad$}{var} := {value}", "");
+            }
+            Stmt::While { cond, body } => {
+                let _ = writeln!(out, "{:pad$}while {cond} {{", "");
+                write_stmts(out, body, depth + 1);
+                let _ = writeln!(out, "{:pad$}}}", "");
+            }
             Stmt::Store {
                 buffer,
                 indices,

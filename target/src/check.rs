@@ -58,7 +58,12 @@ fn stmts(body: &[Stmt], out: &mut BTreeSet<String>) {
                 stmts(then_body, out);
                 stmts(else_body, out);
             }
-            Stmt::Let { value, .. } => expr(value, out),
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr(value, out),
+            Stmt::Decl { init, .. } => expr(init, out),
+            Stmt::While { cond, body } => {
+                expr(cond, out);
+                stmts(body, out);
+            }
             Stmt::Store {
                 buffer,
                 indices,

@@ -43,8 +43,9 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub bufs: HashMap<&'a str, (PointerValue<'ctx>, DType)>,
     /// Parameter arguments by name.
     pub params: HashMap<&'a str, IntValue<'ctx>>,
-    /// Variables in scope, innermost last.
-    pub env: Vec<(&'a str, Val<'ctx>)>,
+    /// Variables in scope, innermost last. A mutable variable ([`Stmt::Decl`]) is held as a
+    /// pointer to its stack slot (`true`); LLVM promotes the slot to registers.
+    pub env: Vec<(&'a str, Val<'ctx>, bool)>,
 }
 
 /// Builds the module for `f`; returns it with the entry point's symbol name.
@@ -236,6 +237,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                         v: iv.into(),
                         t: DType::I64,
                     },
+                    false,
                 ));
                 self.stmts(body)?;
                 self.env.pop();
@@ -275,7 +277,46 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             }
             Stmt::Let { var, value } => {
                 let v = self.expr(value)?;
-                self.env.push((var, v));
+                self.env.push((var, v, false));
+            }
+            Stmt::Decl { var, dtype, init } => {
+                let v = self.expr(init)?;
+                let v = self.convert(v, *dtype)?;
+                let slot = self.entry_alloca(*dtype, var)?;
+                self.builder.build_store(slot, v.v)?;
+                self.env.push((
+                    var,
+                    Val {
+                        v: slot.into(),
+                        t: *dtype,
+                    },
+                    true,
+                ));
+            }
+            Stmt::Assign { var, value } => {
+                let (slot, t) = match self.env.iter().rev().find(|(n, ..)| *n == var.as_str()) {
+                    Some((_, v, true)) => (v.v.into_pointer_value(), v.t),
+                    Some((_, _, false)) => {
+                        return Err(CodegenError::AssignImmutable { var: var.clone() })
+                    }
+                    None => return Err(CodegenError::UnknownVariable { var: var.clone() }),
+                };
+                let v = self.expr(value)?;
+                let v = self.convert(v, t)?;
+                self.builder.build_store(slot, v.v)?;
+            }
+            Stmt::While { cond, body } => {
+                let head = self.ctx.append_basic_block(self.func, "while.head");
+                let body_bb = self.ctx.append_basic_block(self.func, "while.body");
+                let exit = self.ctx.append_basic_block(self.func, "while.exit");
+                self.builder.build_unconditional_branch(head)?;
+                self.builder.position_at_end(head);
+                let c = self.cond(cond)?;
+                self.builder.build_conditional_branch(c, body_bb, exit)?;
+                self.builder.position_at_end(body_bb);
+                self.stmts(body)?;
+                self.builder.build_unconditional_branch(head)?;
+                self.builder.position_at_end(exit);
             }
             Stmt::Store {
                 buffer,
@@ -301,6 +342,24 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             }
         }
         Ok(())
+    }
+
+    /// A stack slot for a mutable variable, at the start of the entry block (where LLVM's
+    /// `mem2reg` promotes it to SSA registers).
+    fn entry_alloca(&self, t: DType, name: &str) -> R<PointerValue<'ctx>> {
+        let entry = self
+            .func
+            .get_first_basic_block()
+            .ok_or_else(|| CodegenError::Llvm {
+                message: "function has no entry block".into(),
+            })?;
+        let b = self.ctx.create_builder();
+        match entry.get_first_instruction() {
+            Some(i) => b.position_before(&i),
+            None => b.position_at_end(entry),
+        }
+        let ty = self.llvm_type(t);
+        Ok(b.build_alloca(ty, name)?)
     }
 
     /// The block the builder appends to.

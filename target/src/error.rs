@@ -58,6 +58,12 @@ pub enum CodegenError {
         /// The variable.
         var: String,
     },
+    /// An assignment to a loop or `Let` variable (only `Decl` variables are mutable).
+    #[error("assignment to `{var}`, which is not a mutable (declared) variable")]
+    AssignImmutable {
+        /// The variable.
+        var: String,
+    },
     /// A parameter not listed in the function's parameters.
     #[error("unknown parameter `{param}`")]
     UnknownParam {

@@ -20,13 +20,23 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             Expr::Int(v, t) => Ok(self.constant(Scalar::I64(*v).cast(*t))),
             Expr::Float(v, t) => Ok(self.constant(Scalar::F64(*v).cast(*t))),
             Expr::Bool(v) => Ok(self.constant(Scalar::Bool(*v))),
-            Expr::Var(name) => self
-                .env
-                .iter()
-                .rev()
-                .find(|(n, _)| *n == name.as_str())
-                .map(|(_, v)| *v)
-                .ok_or_else(|| CodegenError::UnknownVariable { var: name.clone() }),
+            Expr::Var(name) => {
+                let (v, mutable) = self
+                    .env
+                    .iter()
+                    .rev()
+                    .find(|(n, ..)| *n == name.as_str())
+                    .map(|(_, v, m)| (*v, *m))
+                    .ok_or_else(|| CodegenError::UnknownVariable { var: name.clone() })?;
+                if !mutable {
+                    return Ok(v);
+                }
+                let ty = self.llvm_type(v.t);
+                let loaded = self
+                    .builder
+                    .build_load(ty, v.v.into_pointer_value(), name)?;
+                Ok(Val { v: loaded, t: v.t })
+            }
             Expr::Param(name) => {
                 let v =
                     self.params

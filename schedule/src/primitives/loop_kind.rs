@@ -42,7 +42,9 @@ fn varying(v: &str, body: &[Stmt]) -> BTreeSet<String> {
                     walk(init, set);
                     walk(body, set);
                 }
-                Stmt::Let { .. } | Stmt::Store { .. } => {}
+                Stmt::While { body, .. } => walk(body, set),
+                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
+                }
             }
         }
     }
@@ -62,6 +64,12 @@ fn independent(s: &Stmt, name: &str) -> Result<(), Condition> {
     let Stmt::For { var, body, .. } = s else {
         unreachable!("find returns loops")
     };
+    if let Some(v) = assigned_outer(body) {
+        return Err(Condition::CarriedDependence {
+            r#loop: name.to_string(),
+            buffer: format!("variable {v}"),
+        });
+    }
     let vary = varying(var, body);
     let mut acc = Vec::new();
     accesses(body, &mut acc);
@@ -124,6 +132,36 @@ fn set_kind(
             body,
         }])
     })
+}
+
+/// A mutable variable assigned in `body` but declared outside it (a loop-carried value).
+fn assigned_outer(body: &[Stmt]) -> Option<String> {
+    fn walk(stmts: &[Stmt], declared: &mut BTreeSet<String>) -> Option<String> {
+        for s in stmts {
+            let found = match s {
+                Stmt::Decl { var, .. } => {
+                    declared.insert(var.clone());
+                    None
+                }
+                Stmt::Assign { var, .. } if !declared.contains(var) => Some(var.clone()),
+                Stmt::For { body, .. } | Stmt::While { body, .. } => walk(body, declared),
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => walk(then_body, declared).or_else(|| walk(else_body, declared)),
+                Stmt::Block { init, body, .. } => {
+                    walk(init, declared).or_else(|| walk(body, declared))
+                }
+                _ => None,
+            };
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+    walk(body, &mut BTreeSet::new())
 }
 
 /// `parallel(loop)`: requires independent iterations.

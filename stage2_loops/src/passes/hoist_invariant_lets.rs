@@ -38,7 +38,11 @@ fn count_bindings(stmts: &[Stmt], out: &mut std::collections::BTreeMap<String, u
                 *out.entry(var.clone()).or_default() += 1;
                 count_bindings(body, out);
             }
-            Stmt::Let { var, .. } => *out.entry(var.clone()).or_default() += 1,
+            Stmt::Let { var, .. } | Stmt::Decl { var, .. } => {
+                *out.entry(var.clone()).or_default() += 1
+            }
+            Stmt::While { body, .. } => count_bindings(body, out),
+            Stmt::Assign { .. } => {}
             Stmt::If {
                 then_body,
                 else_body,
@@ -68,9 +72,11 @@ fn bound(stmts: &[Stmt], out: &mut BTreeSet<String>) {
                 out.insert(var.clone());
                 bound(body, out);
             }
-            Stmt::Let { var, .. } => {
+            // A variable assigned in the list varies too: a `Let` reading it stays put.
+            Stmt::Let { var, .. } | Stmt::Decl { var, .. } | Stmt::Assign { var, .. } => {
                 out.insert(var.clone());
             }
+            Stmt::While { body, .. } => bound(body, out),
             Stmt::If {
                 then_body,
                 else_body,

@@ -56,6 +56,19 @@ fn stmt(f: &Func, s: Stmt) -> Result<Stmt, LowerError> {
             var,
             value: expr(f, value)?,
         },
+        Stmt::Decl { var, dtype, init } => Stmt::Decl {
+            var,
+            dtype,
+            init: expr(f, init)?,
+        },
+        Stmt::Assign { var, value } => Stmt::Assign {
+            var,
+            value: expr(f, value)?,
+        },
+        Stmt::While { cond, body } => Stmt::While {
+            cond: expr(f, cond)?,
+            body: stmts(f, body)?,
+        },
         Stmt::Store {
             buffer,
             indices,

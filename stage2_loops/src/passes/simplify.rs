@@ -52,6 +52,22 @@ fn stmts(v: Vec<Stmt>) -> Vec<Stmt> {
                 var,
                 value: expr(value),
             }),
+            Stmt::Decl { var, dtype, init } => out.push(Stmt::Decl {
+                var,
+                dtype,
+                init: expr(init),
+            }),
+            Stmt::Assign { var, value } => out.push(Stmt::Assign {
+                var,
+                value: expr(value),
+            }),
+            Stmt::While { cond, body } => match expr(cond) {
+                Expr::Bool(false) => {}
+                cond => out.push(Stmt::While {
+                    cond,
+                    body: stmts(body),
+                }),
+            },
             Stmt::Store {
                 buffer,
                 indices,

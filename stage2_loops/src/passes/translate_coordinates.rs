@@ -92,6 +92,33 @@ impl Translator<'_> {
                     out.extend(pre);
                     out.push(Stmt::Let { var, value });
                 }
+                Stmt::Decl { var, dtype, init } => {
+                    let mut pre = Vec::new();
+                    let init = self.expr(init, scope, &mut pre)?;
+                    out.extend(pre);
+                    out.push(Stmt::Decl { var, dtype, init });
+                }
+                Stmt::Assign { var, value } => {
+                    let mut pre = Vec::new();
+                    let value = self.expr(value, scope, &mut pre)?;
+                    out.extend(pre);
+                    out.push(Stmt::Assign { var, value });
+                }
+                Stmt::While { cond, body } => {
+                    // The condition is re-evaluated every iteration: nothing may be hoisted
+                    // out of it.
+                    let mut pre = Vec::new();
+                    let cond = self.expr(cond, scope, &mut pre)?;
+                    if !pre.is_empty() {
+                        return Err(LowerError::Malformed {
+                            what: "a while-loop condition that needs coordinate translation".into(),
+                        });
+                    }
+                    out.push(Stmt::While {
+                        cond,
+                        body: self.stmts(body, scope)?,
+                    });
+                }
                 Stmt::Store {
                     buffer,
                     indices,
