@@ -147,6 +147,9 @@ pub enum DriverError {
     /// A primitive of a schedule does not apply.
     #[error(transparent)]
     Schedule(#[from] ScheduleError),
+    /// A co-iteration kernel cannot be compiled or run.
+    #[error(transparent)]
+    Coiter(#[from] lacuna_stage2::coiter::CoiterError),
     /// An `--out` names no output buffer.
     #[error("`{name}` is not an output buffer of kernel `{kernel}`")]
     UnknownOutput {
@@ -198,6 +201,10 @@ pub fn load_kernel_with_formats(
         }
     }
     verified(&p)?;
+    if lacuna_stage2::coiter::is_coiteration(&p) {
+        // Compiled by co-iteration over the encodings as declared (see `run_coiteration`).
+        return Ok(p);
+    }
     // Buffers declared by an encoding become level axes (see `lacuna_stage1::sparsify`).
     let p = lacuna_stage1::sparsify(&p).map_err(|source| DriverError::Verify {
         path: path.to_path_buf(),
@@ -442,6 +449,16 @@ pub fn run_kernel_scheduled(
     target: Target,
     repeat: usize,
 ) -> Result<RunReport, DriverError> {
+    if lacuna_stage2::coiter::is_coiteration(p) {
+        if schedule.is_some() {
+            return Err(DriverError::Coiter(
+                lacuna_stage2::coiter::CoiterError::Unsupported {
+                    what: "schedules of co-iteration kernels".into(),
+                },
+            ));
+        }
+        return run_coiteration(p, inputs, params, target, repeat);
+    }
     let t0 = Instant::now();
     let (scheduled, exe, conversions) = Executable::build_converting(p, schedule, target)?;
     let compile_seconds = t0.elapsed().as_secs_f64();
@@ -461,6 +478,72 @@ pub fn run_kernel_scheduled(
     for buf in p.buffers.iter().filter(|x| x.role == Role::Output) {
         outputs.insert(buf.name.clone(), unpack(p, &b, &buf.name)?);
     }
+    Ok(RunReport {
+        compile_seconds,
+        conversion_seconds,
+        run_seconds,
+        outputs,
+        params: b.params,
+    })
+}
+
+/// Runs a co-iteration kernel (see `lacuna_stage2::coiter`): the count pass, the result
+/// sized, the compute pass; the stage-I target evaluates the reference semantics point by point.
+pub fn run_coiteration(
+    p: &Program,
+    inputs: &BTreeMap<String, Input>,
+    params: &BTreeMap<String, i64>,
+    target: Target,
+    repeat: usize,
+) -> Result<RunReport, DriverError> {
+    use lacuna_stage2::coiter::{CoKernel, Pass};
+    let t0 = Instant::now();
+    let k = CoKernel::new(p)?;
+    let compiled = match target {
+        Target::Jit => {
+            let opts = CodegenOptions::default();
+            let count = k.count.as_ref().map(|f| compile(f, &opts)).transpose()?;
+            Some((count, compile(&k.compute, &opts)?))
+        }
+        _ => None,
+    };
+    let compile_seconds = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut b = k.bind(inputs, params)?;
+    let conversion_seconds = t1.elapsed().as_secs_f64();
+    let fresh = b.clone();
+    let mut run_seconds = Vec::new();
+    let mut result = None;
+    for _ in 0..repeat.max(1) {
+        b = fresh.clone();
+        let t = Instant::now();
+        let out = match (&compiled, target) {
+            (_, Target::InterpStage1) => k.reference(&b, inputs)?,
+            (Some((count, compute)), _) => {
+                k.run(&mut b, &mut |pass, _, b| {
+                    let kernel = match pass {
+                        Pass::Count => count.as_ref().ok_or("no count pass")?,
+                        Pass::Compute => compute,
+                    };
+                    kernel.run(b).map_err(|e| e.to_string())
+                })?;
+                k.output(&b)?
+            }
+            (None, _) => {
+                k.run(&mut b, &mut |_, f, b| {
+                    interpret_func(f, b).map_err(|e| e.to_string())
+                })?;
+                k.output(&b)?
+            }
+        };
+        run_seconds.push(t.elapsed().as_secs_f64());
+        result = Some(out);
+    }
+    let mut outputs = BTreeMap::new();
+    outputs.insert(
+        k.assignment.output().name.clone(),
+        result.expect("ran at least once"),
+    );
     Ok(RunReport {
         compile_seconds,
         conversion_seconds,

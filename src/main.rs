@@ -302,6 +302,32 @@ fn run(cli: Cli) -> Result<(), CliError> {
             print_after_all,
         } => {
             let p = load_kernel(&kernel)?;
+            if lacuna::stage2::coiter::is_coiteration(&p) {
+                let k = lacuna::stage2::coiter::CoKernel::new(&p).map_err(DriverError::from)?;
+                let funcs: Vec<&lacuna::stage2::Func> =
+                    k.count.iter().chain(std::iter::once(&k.compute)).collect();
+                match stage {
+                    StageArg::One => {
+                        print!("{}", print_program(&p));
+                        print!("// merge lattices\n{}", k.lattices());
+                    }
+                    StageArg::Two | StageArg::Flat => {
+                        for f in funcs {
+                            print!("{}", print_func(f));
+                        }
+                    }
+                    StageArg::Llvm => {
+                        for f in funcs {
+                            print!(
+                                "{}",
+                                emit_llvm_ir(f, &CodegenOptions::default())
+                                    .map_err(DriverError::from)?
+                            );
+                        }
+                    }
+                }
+                return Ok(());
+            }
             let mut hook = |name: &str, f: &lacuna::stage2::Func| {
                 if print_after_all {
                     eprintln!("// ---- after {name} ----\n{}", print_func(f));

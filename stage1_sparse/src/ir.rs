@@ -270,6 +270,33 @@ pub struct Iteration {
     /// recovered by a search of the child's `indptr`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fused: Vec<(String, String)>,
+    /// Compile by co-iteration (merge lattices over several sparse operands, results whose
+    /// pattern is computed), with these options. Chosen automatically when the iteration reads
+    /// two encoded operands or writes an encoded result of its own structure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coiteration: Option<Coiteration>,
+}
+
+/// Options of co-iteration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coiteration {
+    /// How co-iterated levels are merged.
+    #[serde(default)]
+    pub merge: Merge,
+    /// Whether an operand whose level order conflicts with the iteration order may be copied
+    /// into a compatible order (an automatic transposition) instead of being an error.
+    #[serde(default)]
+    pub transpose: bool,
+}
+
+/// Merge strategy of co-iterated sparse levels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Merge {
+    /// Advance every iterator at the smallest coordinate (any lattice).
+    #[default]
+    TwoFinger,
+    /// Skip ahead by exponential then binary search (pure intersections only).
+    Galloping,
 }
 
 impl Iteration {

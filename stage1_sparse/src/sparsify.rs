@@ -442,6 +442,7 @@ impl Cx<'_> {
                 init: vec![],
                 body: self.stmts(&it.init)?,
                 fused: vec![],
+                coiteration: None,
             }));
             vec![]
         } else {
@@ -468,6 +469,7 @@ impl Cx<'_> {
             body,
             // Fusion refers to the dimension axes the levels replaced.
             fused: vec![],
+            coiteration: None,
         }));
         Ok(out)
     }

@@ -5,6 +5,7 @@
 //! [`pipeline::lower`] for the passes from stage I down to flat loops.
 #![warn(missing_docs)]
 
+pub mod coiter;
 mod interp;
 pub mod ir;
 pub mod passes;
@@ -22,6 +23,13 @@ pub enum LowerError {
     /// The stage-I program is invalid.
     #[error(transparent)]
     Verify(#[from] lacuna_stage1::VerifyError),
+    /// The kernel merges several sparse operands or computes a sparse result's pattern: it
+    /// is compiled by [`coiter::CoKernel`], not by this pipeline.
+    #[error("kernel `{kernel}` co-iterates sparse operands (or computes the pattern of a sparse result): compile it with co-iteration (`coiter::CoKernel`); sparse-iteration schedules do not apply to it")]
+    Coiteration {
+        /// The kernel.
+        kernel: String,
+    },
     /// An axis is iterated without its parent.
     #[error("axis `{axis}` is iterated but its parent `{parent}` is not iterated before it")]
     ParentNotIterated {

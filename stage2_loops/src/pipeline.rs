@@ -49,6 +49,12 @@ pub fn lower_to_stage2(
     after_pass: &mut dyn FnMut(&str, &Func),
 ) -> Result<Func, LowerError> {
     verify(p)?;
+    if crate::coiter::is_coiteration(p) {
+        // Sharing one structure among its encoded buffers would be wrong here.
+        return Err(LowerError::Coiteration {
+            kernel: p.name.clone(),
+        });
+    }
     // Encoded buffers become level axes; a program without encodings is unchanged.
     let sparse = sparsify(p)?;
     verify(&sparse)?;

@@ -34,6 +34,17 @@ fn examples() -> Vec<(String, Program)> {
 #[test]
 fn golden_ir_of_every_kernel() {
     for (name, p) in examples() {
+        if lacuna_stage2::coiter::is_coiteration(&p) {
+            let k =
+                lacuna_stage2::coiter::CoKernel::new(&p).unwrap_or_else(|e| panic!("{name}: {e}"));
+            insta::assert_snapshot!(format!("{name}.stage1"), print_program(&p));
+            insta::assert_snapshot!(format!("{name}.lattices"), k.lattices());
+            if let Some(count) = &k.count {
+                insta::assert_snapshot!(format!("{name}.count"), print_func(count));
+            }
+            insta::assert_snapshot!(format!("{name}.flat"), print_func(&k.compute));
+            continue;
+        }
         let lowered =
             lower(&p, &Config::default(), &mut |_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"));
         insta::assert_snapshot!(format!("{name}.stage1"), print_program(&p));

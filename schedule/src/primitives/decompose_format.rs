@@ -308,6 +308,7 @@ fn rewrite(
                 init: vec![],
                 body: it.init.clone(),
                 fused: vec![],
+                coiteration: None,
             }));
         }
         for (t, kind) in kinds.iter().enumerate() {
@@ -398,6 +399,7 @@ fn rewrite(
                 init: vec![],
                 body,
                 fused: vec![],
+                coiteration: None,
             }));
         }
     }

@@ -1,0 +1,1206 @@
+//! Code generation for co-iteration: one flat function per pass over loops of merge lattices.
+//!
+//! Every index variable, in the iteration order, gets the loops of its [`Lattice`]: for each
+//! loop point a `while` over the participating level iterators (a `for` when one iterator or
+//! the dense range alone is left), the current coordinate the smallest of theirs, a chain of
+//! cases (the lattice points within it, supersets first), and the iterators at that
+//! coordinate advanced. Per level format: `compressed` iterates `pos[q]..pos[q+1]`,
+//! `loose_compressed` `pos[2q]..pos[2q+1]`, `singleton` its parent's positions; a non-unique
+//! level hands its children the run of equal coordinates; a `dense` level is located
+//! (`q * size + i`) instead of iterated. Dense arrays are addressed row-major.
+//!
+//! A sparse result is produced in two passes over the same loops (TACO's assembly): the
+//! *count* pass stores the number of entries of every result row (the result's variables but
+//! the innermost, linearized) into `C.pos[r + 1]`; after a prefix sum, the *compute* pass
+//! appends coordinates and values in order. When a reduction variable is iterated before the
+//! result's innermost variable (SpGEMM's `i, k, j`), each row goes through a dense workspace
+//! (`C.w` values, `C.flag` marks, `C.list` the coordinates added), whose coordinates are sorted
+//! (heap sort) and compressed at the end of the row.
+
+use super::lattice::{build, Lattice, Point};
+use super::notation::{Assignment, TExpr};
+use super::CoiterError;
+use crate::ir::{BufferDecl, BufferKind, Expr, ForKind, Func, Stmt};
+use lacuna_ir::encoding::{Encoding, LevelType};
+use lacuna_ir::DType;
+use lacuna_stage1::{BinOp, Merge, Role, Size, UnOp};
+
+/// How the result is written.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OutMode {
+    /// A dense row-major array.
+    Dense,
+    /// Entries appended in iteration order.
+    Direct,
+    /// Rows accumulated in a dense workspace over the innermost result variable, entered at
+    /// loop depth `depth` (the first reduction variable).
+    Workspace {
+        /// Loop depth of the first reduction variable.
+        depth: usize,
+    },
+}
+
+/// Decisions made before generating code.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Variables in iteration order.
+    pub order: Vec<usize>,
+    /// The storage each tensor is read in (its own, or a transposed copy's).
+    pub encodings: Vec<Option<Encoding>>,
+    /// Whether operand `t` must be copied into `encodings[t]` before running.
+    pub transposed: Vec<bool>,
+    /// How the result is written.
+    pub mode: OutMode,
+    /// Result variables but the innermost, in iteration order (the row of a sparse result).
+    pub row_vars: Vec<usize>,
+    /// The innermost result variable (sparse results).
+    pub last_var: Option<usize>,
+}
+
+/// Which pass a function is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// Counts the entries of every result row.
+    Count,
+    /// Computes values (and appends a sparse result's entries).
+    Compute,
+}
+
+/// A position handle of a tensor at some loop depth.
+#[derive(Clone, Debug)]
+enum Handle {
+    Single(Expr),
+    Range(Expr, Expr),
+}
+
+struct Gen<'a> {
+    a: &'a Assignment,
+    plan: &'a Plan,
+    pass: Pass,
+    /// Next storage level of each tensor.
+    next: Vec<usize>,
+    handles: Vec<Option<Handle>>,
+    fresh: usize,
+    /// Inside a workspace row.
+    in_ws: bool,
+    /// What the innermost body does with a value.
+    sink: Sink,
+}
+
+/// What the innermost body does with a computed value.
+#[derive(Clone, Debug)]
+enum Sink {
+    /// Store into the dense result, or append to the sparse one.
+    Emit,
+    /// Reduce into `acc`, marking `hit`.
+    Acc { acc: String, hit: String },
+    /// Insert into the workspace row with `cnt` coordinates.
+    Ws { cnt: String },
+}
+
+/// A level iterator of a loop.
+#[derive(Clone, Debug)]
+struct It {
+    t: usize,
+    lo: String,
+    p: String,
+    end: String,
+    c: String,
+    crd: String,
+    seg: Option<String>,
+}
+
+pub(crate) fn size_expr(s: &Size) -> Expr {
+    match s {
+        Size::Const(c) => Expr::i64(*c as i64),
+        Size::Param(p) => Expr::Param(p.clone()),
+    }
+}
+
+fn i64v(v: &str) -> Expr {
+    Expr::var(v)
+}
+
+fn load(buf: &str, idx: Expr) -> Expr {
+    Expr::Load {
+        buffer: buf.to_string(),
+        indices: vec![idx],
+    }
+}
+
+fn store(buf: &str, idx: Expr, value: Expr) -> Stmt {
+    Stmt::Store {
+        buffer: buf.to_string(),
+        indices: vec![idx],
+        value,
+    }
+}
+
+fn decl(v: &str, init: Expr) -> Stmt {
+    Stmt::Decl {
+        var: v.to_string(),
+        dtype: DType::I64,
+        init,
+    }
+}
+
+fn assign(v: &str, value: Expr) -> Stmt {
+    Stmt::Assign {
+        var: v.to_string(),
+        value,
+    }
+}
+
+fn let_(v: &str, value: Expr) -> Stmt {
+    Stmt::Let {
+        var: v.to_string(),
+        value,
+    }
+}
+
+fn cmp(op: BinOp, a: Expr, b: Expr) -> Expr {
+    Expr::bin(op, a, b)
+}
+
+fn and_all(conds: Vec<Expr>) -> Expr {
+    conds
+        .into_iter()
+        .reduce(|a, b| Expr::bin(BinOp::And, a, b))
+        .unwrap_or(Expr::Bool(true))
+}
+
+/// Names of a tensor's storage arrays.
+pub fn pos_name(t: &str, l: usize) -> String {
+    format!("{t}.pos{l}")
+}
+/// Name of the coordinates array of level `l`.
+pub fn crd_name(t: &str, l: usize) -> String {
+    format!("{t}.crd{l}")
+}
+/// Name of the values array.
+pub fn vals_name(t: &str) -> String {
+    format!("{t}.vals")
+}
+
+impl Plan {
+    /// The level type of tensor `t`'s level `l` (`None` for dense arrays).
+    fn level_type(&self, t: usize, l: usize) -> Option<LevelType> {
+        self.encodings[t].as_ref().map(|e| e.levels()[l].lvl_type)
+    }
+}
+
+/// Chooses the iteration order, the storage to read and the result mode.
+pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
+    let n = a.vars.len();
+    // Level-order constraints of every encoded operand.
+    let constraints = |t: usize| -> Vec<(usize, usize)> {
+        let lv = a.tensors[t].level_vars();
+        lv.windows(2).map(|w| (w[0], w[1])).collect()
+    };
+    let operands: Vec<usize> = (0..a.tensors.len())
+        .filter(|&t| t != a.out && a.tensors[t].encoding.is_some())
+        .collect();
+    let topo = |edges: &[(usize, usize)]| -> Option<Vec<usize>> {
+        // Kahn's algorithm, the kernel's own order breaking ties.
+        let mut indeg = vec![0usize; n];
+        for &(_, b) in edges {
+            indeg[b] += 1;
+        }
+        let mut done = vec![false; n];
+        let mut order = Vec::new();
+        while order.len() < n {
+            let next = (0..n).find(|&v| !done[v] && indeg[v] == 0)?;
+            done[next] = true;
+            order.push(next);
+            for &(x, y) in edges {
+                if x == next {
+                    indeg[y] -= 1;
+                }
+            }
+        }
+        Some(order)
+    };
+    let all: Vec<(usize, usize)> = operands.iter().flat_map(|&t| constraints(t)).collect();
+    let mut encodings: Vec<Option<Encoding>> =
+        a.tensors.iter().map(|t| t.encoding.clone()).collect();
+    let mut transposed = vec![false; a.tensors.len()];
+    let order = match topo(&all) {
+        Some(o) => o,
+        None if a.transpose => {
+            // The kernel's order; operands that disagree are read from transposed copies.
+            let order: Vec<usize> = (0..n).collect();
+            for &t in &operands {
+                let pos = |v: usize| order.iter().position(|&x| x == v);
+                let ok = constraints(t).iter().all(|&(x, y)| pos(x) < pos(y));
+                if !ok {
+                    encodings[t] = Some(transpose_encoding(a, t, &order)?);
+                    transposed[t] = true;
+                }
+            }
+            order
+        }
+        None => {
+            let names: Vec<String> = operands
+                .iter()
+                .map(|&t| {
+                    let lv = a.tensors[t].level_vars();
+                    format!(
+                        "`{}` ({})",
+                        a.tensors[t].name,
+                        lv.iter()
+                            .map(|&v| a.vars[v].name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" → ")
+                    )
+                })
+                .collect();
+            return Err(CoiterError::InconsistentLevelOrder {
+                operands: names.join(", "),
+            });
+        }
+    };
+    for &t in &operands {
+        let enc = encodings[t].as_ref().expect("encoded");
+        for (l, spec) in enc.levels().iter().enumerate() {
+            let lt = spec.lvl_type;
+            if !lt.is_dense() && !lt.is_ordered() {
+                return Err(CoiterError::Unsupported {
+                    what: format!(
+                        "`{}`: level {l} is nonordered and cannot be merged; convert it to an ordered encoding",
+                        a.tensors[t].name
+                    ),
+                });
+            }
+        }
+    }
+    let position = |v: usize| order.iter().position(|&x| x == v).expect("ordered");
+    let out = a.output();
+    let (mode, row_vars, last_var) = if out.encoding.is_none() {
+        (OutMode::Dense, vec![], None)
+    } else {
+        let mut ov = out.vars.clone();
+        ov.sort_by_key(|&v| position(v));
+        let last = *ov.last().ok_or_else(|| CoiterError::Unsupported {
+            what: "a sparse result of rank 0".into(),
+        })?;
+        let rows: Vec<usize> = ov[..ov.len() - 1].to_vec();
+        let first_red = (0..n)
+            .filter(|&v| a.vars[v].kind == lacuna_stage1::IterKind::R)
+            .map(position)
+            .min();
+        match first_red {
+            Some(r) if r < position(last) => {
+                if rows.iter().any(|&v| position(v) > r) {
+                    return Err(CoiterError::Unsupported {
+                        what: format!(
+                            "result `{}`: its row variables must be iterated before every reduction",
+                            out.name
+                        ),
+                    });
+                }
+                (OutMode::Workspace { depth: r }, rows, Some(last))
+            }
+            _ => (OutMode::Direct, rows, Some(last)),
+        }
+    };
+    if a.merge == Merge::Galloping {
+        for &v in &order {
+            let sparse = |t: usize| sparse_at(a, &encodings, t, v);
+            let l = build(&a.rhs, &sparse);
+            if l.points.len() > 1 || l.points.iter().any(|p| p.universe) {
+                return Err(CoiterError::GallopingUnion {
+                    var: a.vars[v].name.clone(),
+                });
+            }
+        }
+    }
+    Ok(Plan {
+        order,
+        encodings,
+        transposed,
+        mode,
+        row_vars,
+        last_var,
+    })
+}
+
+/// Whether tensor `t` is stored sparsely (non-dense level) at variable `v`.
+fn sparse_at(a: &Assignment, encs: &[Option<Encoding>], t: usize, v: usize) -> bool {
+    let Some(enc) = &encs[t] else {
+        return false;
+    };
+    let tensor = &a.tensors[t];
+    enc.levels().iter().any(|spec| {
+        spec.expr
+            .as_var()
+            .is_some_and(|d| tensor.vars[d.index()] == v && !spec.lvl_type.is_dense())
+    })
+}
+
+/// The encoding of `t` with its levels reordered to follow `order` (same level types per
+/// dimension, positions and coordinates as wide).
+fn transpose_encoding(a: &Assignment, t: usize, order: &[usize]) -> Result<Encoding, CoiterError> {
+    let tensor = &a.tensors[t];
+    let enc = tensor.encoding.as_ref().expect("encoded");
+    let mut specs: Vec<lacuna_ir::encoding::LevelSpec> = enc.levels().to_vec();
+    let var_of = |s: &lacuna_ir::encoding::LevelSpec| {
+        let d = s.expr.as_var().expect("permutation");
+        order
+            .iter()
+            .position(|&v| v == tensor.vars[d.index()])
+            .expect("ordered")
+    };
+    // Keep the level types in level order, move the dimensions.
+    let types: Vec<LevelType> = specs.iter().map(|s| s.lvl_type).collect();
+    specs.sort_by_key(var_of);
+    let specs: Vec<lacuna_ir::encoding::LevelSpec> = specs
+        .into_iter()
+        .zip(types)
+        .map(|(s, lt)| lacuna_ir::encoding::LevelSpec::new(s.expr.clone(), lt))
+        .collect();
+    Encoding::new(enc.dim_rank(), specs)
+        .map(|e| e.with_widths(enc.pos_width(), enc.crd_width()))
+        .map_err(|e| CoiterError::Unsupported {
+            what: format!("`{}`: no transposed encoding: {e}", tensor.name),
+        })
+}
+
+/// Generates the function of one pass.
+pub fn generate(a: &Assignment, plan: &Plan, pass: Pass) -> Result<Func, CoiterError> {
+    let mut g = Gen {
+        a,
+        plan,
+        pass,
+        next: vec![0; a.tensors.len()],
+        handles: a
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(t, _)| {
+                plan.encodings[t]
+                    .as_ref()
+                    .map(|_| Handle::Single(Expr::i64(0)))
+            })
+            .collect(),
+        fresh: 0,
+        in_ws: false,
+        sink: Sink::Emit,
+    };
+    let mut body = Vec::new();
+    let sparse_out = plan.mode != OutMode::Dense;
+    if sparse_out && pass == Pass::Compute {
+        body.push(decl("out.q", Expr::i64(0)));
+    }
+    body.extend(g.var(0, &a.rhs)?);
+    let name = match pass {
+        Pass::Count => format!("{}_count", a.name),
+        Pass::Compute => a.name.clone(),
+    };
+    Ok(crate::passes::simplify::simplify(Func {
+        name,
+        params: a.params.clone(),
+        axes: vec![],
+        buffers: buffers(a, plan, pass),
+        body,
+    }))
+}
+
+fn decl_buf(name: String, dtype: DType, role: Role) -> BufferDecl {
+    BufferDecl {
+        name,
+        dtype,
+        layout: vec![],
+        kind: BufferKind::Values(role),
+    }
+}
+
+/// The buffers of a pass, in argument order.
+pub fn buffers(a: &Assignment, plan: &Plan, pass: Pass) -> Vec<BufferDecl> {
+    let mut out = Vec::new();
+    for (t, tensor) in a.tensors.iter().enumerate() {
+        if t == a.out {
+            continue;
+        }
+        match &plan.encodings[t] {
+            None => out.push(decl_buf(tensor.name.clone(), tensor.dtype, Role::Input)),
+            Some(enc) => {
+                for (l, spec) in enc.levels().iter().enumerate() {
+                    if spec.lvl_type.has_positions() {
+                        out.push(decl_buf(pos_name(&tensor.name, l), DType::I64, Role::Input));
+                    }
+                    if spec.lvl_type.has_coordinates() {
+                        out.push(decl_buf(crd_name(&tensor.name, l), DType::I64, Role::Input));
+                    }
+                }
+                out.push(decl_buf(vals_name(&tensor.name), tensor.dtype, Role::Input));
+            }
+        }
+    }
+    let o = a.output();
+    match (&plan.mode, pass) {
+        (OutMode::Dense, _) => out.push(decl_buf(o.name.clone(), o.dtype, Role::Output)),
+        (mode, pass) => {
+            out.push(decl_buf(
+                format!("{}.pos", o.name),
+                DType::I64,
+                Role::Output,
+            ));
+            if pass == Pass::Compute {
+                out.push(decl_buf(
+                    format!("{}.crd", o.name),
+                    DType::I64,
+                    Role::Output,
+                ));
+                out.push(decl_buf(vals_name(&o.name), o.dtype, Role::Output));
+            }
+            if let OutMode::Workspace { .. } = mode {
+                if pass == Pass::Compute {
+                    out.push(decl_buf(format!("{}.w", o.name), o.dtype, Role::Alloc));
+                }
+                out.push(decl_buf(
+                    format!("{}.flag", o.name),
+                    DType::I64,
+                    Role::Alloc,
+                ));
+                out.push(decl_buf(
+                    format!("{}.list", o.name),
+                    DType::I64,
+                    Role::Alloc,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The linear row index of the result's row variables (0 when there are none).
+fn row_index(a: &Assignment, plan: &Plan) -> Expr {
+    let mut r = Expr::i64(0);
+    for &v in &plan.row_vars {
+        r = Expr::add(
+            Expr::mul(r, size_expr(&a.vars[v].extent)),
+            i64v(&a.vars[v].name),
+        );
+    }
+    r
+}
+
+impl Gen<'_> {
+    fn fresh(&mut self, base: &str) -> String {
+        self.fresh += 1;
+        format!("{base}.{}", self.fresh)
+    }
+
+    /// Code for loop depth `depth` computing `e`.
+    fn var(&mut self, depth: usize, e: &TExpr) -> Result<Vec<Stmt>, CoiterError> {
+        if let OutMode::Workspace { depth: d } = self.plan.mode {
+            if d == depth && self.fresh_ws() {
+                return self.workspace_row(depth, e);
+            }
+        }
+        if depth == self.plan.order.len() {
+            return self.leaf(e);
+        }
+        let v = self.plan.order[depth];
+        // Direct results with reductions below the innermost result variable reduce first.
+        let reduce_below = self.plan.mode == OutMode::Direct
+            && self.plan.last_var == Some(v)
+            && depth + 1 < self.plan.order.len();
+        let mut present = Vec::new();
+        e.tensors(&mut present);
+        let sparse = |t: usize| sparse_at(self.a, &self.plan.encodings, t, v);
+        let lattice = build(e, &sparse);
+        if lattice.points.is_empty() {
+            return Ok(vec![]);
+        }
+        // The storage level of each present tensor at `v`.
+        let mut levels: Vec<(usize, usize)> = Vec::new();
+        for &t in &present {
+            if let Some(enc) = &self.plan.encodings[t] {
+                let l = self.next[t];
+                if l < enc.lvl_rank() {
+                    let d = enc.levels()[l].expr.as_var().expect("permutation").index();
+                    if self.a.tensors[t].vars[d] == v {
+                        levels.push((t, l));
+                    }
+                }
+            }
+        }
+        let saved = (self.next.clone(), self.handles.clone());
+        let out = self.lattice_loops(depth, v, &lattice, &levels, reduce_below);
+        self.next = saved.0;
+        self.handles = saved.1;
+        out
+    }
+
+    fn fresh_ws(&self) -> bool {
+        !self.in_ws
+    }
+
+    fn tname(&self, t: usize) -> &str {
+        &self.a.tensors[t].name
+    }
+
+    fn level_size(&self, t: usize, l: usize) -> Expr {
+        let enc = self.plan.encodings[t].as_ref().expect("encoded");
+        let d = enc.levels()[l].expr.as_var().expect("permutation").index();
+        size_expr(&self.a.tensors[t].extents[d])
+    }
+
+    fn lattice_loops(
+        &mut self,
+        depth: usize,
+        v: usize,
+        lattice: &Lattice,
+        levels: &[(usize, usize)],
+        reduce_below: bool,
+    ) -> Result<Vec<Stmt>, CoiterError> {
+        let var = self.a.vars[v].name.clone();
+        let n = size_expr(&self.a.vars[v].extent);
+        let top = &lattice.points[0];
+        let mut out = Vec::new();
+        // Level iterators of the sparse operands, with their ranges.
+        let mut its: Vec<It> = Vec::new();
+        for &(t, l) in levels {
+            if !top.iters.contains(&t) {
+                continue;
+            }
+            let lt = self.plan.level_type(t, l).expect("encoded");
+            let name = self.tname(t).to_string();
+            let handle = self.handles[t]
+                .clone()
+                .ok_or_else(|| CoiterError::Unsupported {
+                    what: format!("`{name}` level {l}: no parent position"),
+                })?;
+            let pos = pos_name(&name, l);
+            let (lo, hi) = match (&handle, lt.is_singleton(), lt.is_loose_compressed()) {
+                (Handle::Single(q), true, _) => (q.clone(), Expr::add(q.clone(), Expr::i64(1))),
+                (Handle::Range(a, b), true, _) => (a.clone(), b.clone()),
+                (Handle::Single(q), false, false) => (
+                    load(&pos, q.clone()),
+                    load(&pos, Expr::add(q.clone(), Expr::i64(1))),
+                ),
+                (Handle::Single(q), false, true) => {
+                    let two_q = Expr::mul(Expr::i64(2), q.clone());
+                    (
+                        load(&pos, two_q.clone()),
+                        load(&pos, Expr::add(two_q, Expr::i64(1))),
+                    )
+                }
+                (Handle::Range(..), false, _) => {
+                    return Err(CoiterError::Unsupported {
+                        what: format!(
+                            "`{name}` level {l}: a compressed level below a non-unique level"
+                        ),
+                    })
+                }
+            };
+            let lo_v = self.fresh(&format!("{name}.l{l}.lo"));
+            let p = self.fresh(&format!("{name}.l{l}.p"));
+            let end = self.fresh(&format!("{name}.l{l}.end"));
+            let c = self.fresh(&format!("{name}.l{l}.c"));
+            let seg = (!lt.is_unique()).then(|| self.fresh(&format!("{name}.l{l}.seg")));
+            its.push(It {
+                t,
+                lo: lo_v.clone(),
+                p: p.clone(),
+                end: end.clone(),
+                c,
+                crd: crd_name(&name, l),
+                seg,
+            });
+            out.push(let_(&lo_v, lo));
+            out.push(let_(&end, hi));
+            out.push(decl(&p, i64v(&lo_v)));
+        }
+        let it_of = |t: usize| its.iter().find(|i| i.t == t).cloned();
+        // Fast paths: one unique iterator alone, or the dense range alone.
+        if lattice.points.len() == 1 && !top.universe && its.len() == 1 && its[0].seg.is_none() {
+            let it = its[0].clone();
+            let pv = self.fresh(&format!("{var}.pos"));
+            let mut body = vec![
+                let_(&var, load(&it.crd, i64v(&pv))),
+                let_(&it.c, i64v(&var)),
+            ];
+            let mut inner = it.clone();
+            inner.p = pv.clone();
+            body.extend(self.case(depth, v, top, levels, &[inner], reduce_below)?);
+            out.retain(|s| !matches!(s, Stmt::Decl { .. }));
+            out.push(Stmt::For {
+                var: pv,
+                start: i64v(&it.lo),
+                end: i64v(&it.end),
+                kind: ForKind::Serial,
+                body,
+            });
+            return Ok(out);
+        }
+        if lattice.points.len() == 1 && top.universe && its.is_empty() {
+            let body = self.case(depth, v, top, levels, &[], reduce_below)?;
+            out.push(Stmt::For {
+                var: var.clone(),
+                start: Expr::i64(0),
+                end: n,
+                kind: ForKind::Serial,
+                body,
+            });
+            return Ok(out);
+        }
+        let cnt = self.fresh(&format!("{var}.cnt"));
+        if top.universe {
+            out.push(decl(&cnt, Expr::i64(0)));
+        }
+        let galloping =
+            self.a.merge == Merge::Galloping && lattice.points.len() == 1 && its.len() >= 2;
+        for point in &lattice.points {
+            let pits: Vec<It> = point.iters.iter().filter_map(|&t| it_of(t)).collect();
+            let mut conds: Vec<Expr> = pits
+                .iter()
+                .map(|i| cmp(BinOp::Lt, i64v(&i.p), i64v(&i.end)))
+                .collect();
+            if point.universe {
+                conds.push(cmp(BinOp::Lt, i64v(&cnt), n.clone()));
+            }
+            let mut body = Vec::new();
+            for i in &pits {
+                body.push(let_(&i.c, load(&i.crd, i64v(&i.p))));
+                if let Some(seg) = &i.seg {
+                    body.push(decl(seg, Expr::add(i64v(&i.p), Expr::i64(1))));
+                    body.push(Stmt::While {
+                        cond: Expr::bin(
+                            BinOp::And,
+                            cmp(BinOp::Lt, i64v(seg), i64v(&i.end)),
+                            cmp(BinOp::Eq, load(&i.crd, i64v(seg)), i64v(&i.c)),
+                        ),
+                        body: vec![assign(seg, Expr::add(i64v(seg), Expr::i64(1)))],
+                    });
+                }
+            }
+            let coord = if point.universe {
+                i64v(&cnt)
+            } else {
+                let op = if galloping { BinOp::Max } else { BinOp::Min };
+                pits.iter()
+                    .map(|i| i64v(&i.c))
+                    .reduce(|a, b| Expr::bin(op, a, b))
+                    .ok_or_else(|| CoiterError::Unsupported {
+                        what: "a lattice point without iterators".into(),
+                    })?
+            };
+            body.push(let_(&var, coord));
+            // Cases, supersets first: an if-else chain.
+            let mut chain: Vec<Stmt> = Vec::new();
+            for q in lattice.points.iter().filter(|q| q.within(point)).rev() {
+                let qits: Vec<It> = q.iters.iter().filter_map(|&t| it_of(t)).collect();
+                let cond = and_all(
+                    qits.iter()
+                        .map(|i| cmp(BinOp::Eq, i64v(&i.c), i64v(&var)))
+                        .collect(),
+                );
+                let then_body = self.case(depth, v, q, levels, &qits, reduce_below)?;
+                chain = vec![Stmt::If {
+                    cond,
+                    then_body,
+                    else_body: chain,
+                }];
+            }
+            body.extend(chain);
+            for i in &pits {
+                let next = match &i.seg {
+                    Some(seg) => i64v(seg),
+                    None => Expr::add(i64v(&i.p), Expr::i64(1)),
+                };
+                if galloping {
+                    body.push(Stmt::If {
+                        cond: cmp(BinOp::Eq, i64v(&i.c), i64v(&var)),
+                        then_body: vec![assign(&i.p, next)],
+                        else_body: self.gallop(i, &var),
+                    });
+                } else {
+                    body.push(Stmt::If {
+                        cond: cmp(BinOp::Eq, i64v(&i.c), i64v(&var)),
+                        then_body: vec![assign(&i.p, next)],
+                        else_body: vec![],
+                    });
+                }
+            }
+            if point.universe {
+                body.push(assign(&cnt, Expr::add(i64v(&cnt), Expr::i64(1))));
+            }
+            out.push(Stmt::While {
+                cond: and_all(conds),
+                body,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Moves iterator `i` to the first position whose coordinate is at least `target`:
+    /// exponential steps, then a binary search.
+    fn gallop(&mut self, i: &It, target: &str) -> Vec<Stmt> {
+        let (lo, step, hi, mid) = (
+            self.fresh("gallop.lo"),
+            self.fresh("gallop.step"),
+            self.fresh("gallop.hi"),
+            self.fresh("gallop.mid"),
+        );
+        let crd_at = |e: Expr| load(&i.crd, e);
+        vec![
+            decl(&lo, i64v(&i.p)),
+            decl(&step, Expr::i64(1)),
+            Stmt::While {
+                cond: Expr::bin(
+                    BinOp::And,
+                    cmp(BinOp::Lt, Expr::add(i64v(&lo), i64v(&step)), i64v(&i.end)),
+                    cmp(
+                        BinOp::Lt,
+                        crd_at(Expr::add(i64v(&lo), i64v(&step))),
+                        i64v(target),
+                    ),
+                ),
+                body: vec![
+                    assign(&lo, Expr::add(i64v(&lo), i64v(&step))),
+                    assign(&step, Expr::mul(i64v(&step), Expr::i64(2))),
+                ],
+            },
+            decl(
+                &hi,
+                Expr::bin(BinOp::Min, Expr::add(i64v(&lo), i64v(&step)), i64v(&i.end)),
+            ),
+            assign(&lo, Expr::add(i64v(&lo), Expr::i64(1))),
+            Stmt::While {
+                cond: cmp(BinOp::Lt, i64v(&lo), i64v(&hi)),
+                body: vec![
+                    let_(
+                        &mid,
+                        Expr::bin(BinOp::Div, Expr::add(i64v(&lo), i64v(&hi)), Expr::i64(2)),
+                    ),
+                    Stmt::If {
+                        cond: cmp(BinOp::Lt, crd_at(i64v(&mid)), i64v(target)),
+                        then_body: vec![assign(&lo, Expr::add(i64v(&mid), Expr::i64(1)))],
+                        else_body: vec![assign(&hi, i64v(&mid))],
+                    },
+                ],
+            },
+            assign(&i.p, i64v(&lo)),
+        ]
+    }
+
+    /// The body of case `q` at variable `v`: positions for the next levels, then the next
+    /// variable.
+    fn case(
+        &mut self,
+        depth: usize,
+        v: usize,
+        q: &Point,
+        levels: &[(usize, usize)],
+        qits: &[It],
+        reduce_below: bool,
+    ) -> Result<Vec<Stmt>, CoiterError> {
+        let saved = (self.next.clone(), self.handles.clone());
+        let var = self.a.vars[v].name.clone();
+        for &(t, l) in levels {
+            self.next[t] = l + 1;
+            let lt = self.plan.level_type(t, l).expect("encoded");
+            self.handles[t] = if let Some(i) = qits.iter().find(|i| i.t == t) {
+                Some(match &i.seg {
+                    Some(seg) => Handle::Range(i64v(&i.p), i64v(seg)),
+                    None => Handle::Single(i64v(&i.p)),
+                })
+            } else if lt.is_dense() {
+                match &self.handles[t] {
+                    Some(Handle::Single(q)) => Some(Handle::Single(Expr::add(
+                        Expr::mul(q.clone(), self.level_size(t, l)),
+                        i64v(&var),
+                    ))),
+                    _ => {
+                        return Err(CoiterError::Unsupported {
+                            what: format!(
+                                "`{}` level {l}: a dense level below a non-unique level",
+                                self.tname(t)
+                            ),
+                        })
+                    }
+                }
+            } else {
+                None
+            };
+        }
+        let out = if reduce_below {
+            let acc = self.fresh("acc");
+            let hit = self.fresh("hit");
+            let dtype = self.a.output().dtype;
+            let saved_sink = std::mem::replace(
+                &mut self.sink,
+                Sink::Acc {
+                    acc: acc.clone(),
+                    hit: hit.clone(),
+                },
+            );
+            let inner = self.var(depth + 1, &q.expr);
+            self.sink = saved_sink;
+            let inner = inner?;
+            let mut out = vec![decl(&hit, Expr::i64(0))];
+            if self.pass == Pass::Compute {
+                out.push(Stmt::Decl {
+                    var: acc.clone(),
+                    dtype,
+                    init: zero(dtype),
+                });
+            }
+            out.extend(inner);
+            out.push(Stmt::If {
+                cond: cmp(BinOp::Ne, i64v(&hit), Expr::i64(0)),
+                then_body: self.emit(Expr::var(&acc)),
+                else_body: vec![],
+            });
+            out
+        } else {
+            self.var(depth + 1, &q.expr)?
+        };
+        self.next = saved.0;
+        self.handles = saved.1;
+        Ok(out)
+    }
+
+    /// Appends (or counts) one entry of a sparse result, or stores into the dense one.
+    fn emit(&mut self, value: Expr) -> Vec<Stmt> {
+        let o = self.a.output().name.clone();
+        let pos = format!("{o}.pos");
+        let r1 = Expr::add(row_index(self.a, self.plan), Expr::i64(1));
+        match self.pass {
+            Pass::Count => vec![store(
+                &pos,
+                r1.clone(),
+                Expr::add(load(&pos, r1), Expr::i64(1)),
+            )],
+            Pass::Compute => {
+                let last = self.plan.last_var.expect("sparse result");
+                vec![
+                    store(
+                        &format!("{o}.crd"),
+                        i64v("out.q"),
+                        i64v(&self.a.vars[last].name),
+                    ),
+                    store(&vals_name(&o), i64v("out.q"), value),
+                    assign("out.q", Expr::add(i64v("out.q"), Expr::i64(1))),
+                ]
+            }
+        }
+    }
+
+    /// The innermost body: evaluate and hand the value to the sink.
+    fn leaf(&mut self, e: &TExpr) -> Result<Vec<Stmt>, CoiterError> {
+        let out = self.a.output();
+        let dtype = out.dtype;
+        if self.plan.mode == OutMode::Dense {
+            if self.pass == Pass::Count {
+                return Ok(vec![]);
+            }
+            let value = self.value(e, dtype)?;
+            let mut idx = Expr::i64(0);
+            for (d, &v) in out.vars.iter().enumerate() {
+                idx = Expr::add(
+                    Expr::mul(idx, size_expr(&out.extents[d])),
+                    i64v(&self.a.vars[v].name),
+                );
+            }
+            let value = if self.a.accumulate {
+                Expr::add(load(&out.name, idx.clone()), value)
+            } else {
+                value
+            };
+            return Ok(vec![store(&out.name, idx, value)]);
+        }
+        match self.sink.clone() {
+            Sink::Emit => {
+                let value = if self.pass == Pass::Compute {
+                    self.value(e, dtype)?
+                } else {
+                    zero(dtype)
+                };
+                Ok(self.emit(value))
+            }
+            Sink::Acc { acc, hit } => {
+                let mut s = vec![assign(&hit, Expr::i64(1))];
+                if self.pass == Pass::Compute {
+                    let value = self.value(e, dtype)?;
+                    s.push(assign(&acc, Expr::add(Expr::var(&acc), value)));
+                }
+                Ok(s)
+            }
+            Sink::Ws { cnt } => {
+                let o = out.name.clone();
+                let (flag, list, w) = (format!("{o}.flag"), format!("{o}.list"), format!("{o}.w"));
+                let c = i64v(&self.a.vars[self.plan.last_var.expect("sparse")].name);
+                let mut first = vec![
+                    store(&flag, c.clone(), Expr::i64(1)),
+                    store(&list, i64v(&cnt), c.clone()),
+                    assign(&cnt, Expr::add(i64v(&cnt), Expr::i64(1))),
+                ];
+                let mut again = vec![];
+                if self.pass == Pass::Compute {
+                    let value = self.value(e, dtype)?;
+                    first.push(store(&w, c.clone(), value.clone()));
+                    again.push(store(&w, c.clone(), Expr::add(load(&w, c.clone()), value)));
+                }
+                Ok(vec![Stmt::If {
+                    cond: cmp(BinOp::Eq, load(&flag, c), Expr::i64(0)),
+                    then_body: first,
+                    else_body: again,
+                }])
+            }
+        }
+    }
+
+    /// One row through the workspace: the loops below, then the row compressed in order.
+    fn workspace_row(&mut self, depth: usize, e: &TExpr) -> Result<Vec<Stmt>, CoiterError> {
+        let o = self.a.output().name.clone();
+        let (flag, list, w, pos) = (
+            format!("{o}.flag"),
+            format!("{o}.list"),
+            format!("{o}.w"),
+            format!("{o}.pos"),
+        );
+        let cnt = self.fresh("ws.cnt");
+        self.in_ws = true;
+        let saved = std::mem::replace(&mut self.sink, Sink::Ws { cnt: cnt.clone() });
+        let inner = self.var(depth, e);
+        self.sink = saved;
+        self.in_ws = false;
+        let mut out = vec![decl(&cnt, Expr::i64(0))];
+        out.extend(inner?);
+        let t = self.fresh("ws.t");
+        let c = self.fresh("ws.c");
+        match self.pass {
+            Pass::Count => {
+                out.push(store(
+                    &pos,
+                    Expr::add(row_index(self.a, self.plan), Expr::i64(1)),
+                    i64v(&cnt),
+                ));
+                out.push(Stmt::For {
+                    var: t.clone(),
+                    start: Expr::i64(0),
+                    end: i64v(&cnt),
+                    kind: ForKind::Serial,
+                    body: vec![store(&flag, load(&list, i64v(&t)), Expr::i64(0))],
+                });
+            }
+            Pass::Compute => {
+                out.extend(self.heap_sort(&list, &cnt));
+                out.push(Stmt::For {
+                    var: t.clone(),
+                    start: Expr::i64(0),
+                    end: i64v(&cnt),
+                    kind: ForKind::Serial,
+                    body: vec![
+                        let_(&c, load(&list, i64v(&t))),
+                        store(&format!("{o}.crd"), i64v("out.q"), i64v(&c)),
+                        store(&vals_name(&o), i64v("out.q"), load(&w, i64v(&c))),
+                        store(&flag, i64v(&c), Expr::i64(0)),
+                        assign("out.q", Expr::add(i64v("out.q"), Expr::i64(1))),
+                    ],
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sorts `buf[0..n)` ascending in place (heap sort: no allocation, O(n log n)).
+    fn heap_sort(&mut self, buf: &str, n: &str) -> Vec<Stmt> {
+        let start = self.fresh("hs.start");
+        let end = self.fresh("hs.end");
+        let mut out = vec![decl(&start, Expr::bin(BinOp::Div, i64v(n), Expr::i64(2)))];
+        let sift1 = self.sift_down(buf, i64v(&start), i64v(n));
+        let mut b1 = vec![assign(&start, Expr::sub(i64v(&start), Expr::i64(1)))];
+        b1.extend(sift1);
+        out.push(Stmt::While {
+            cond: cmp(BinOp::Gt, i64v(&start), Expr::i64(0)),
+            body: b1,
+        });
+        out.push(decl(&end, i64v(n)));
+        let tmp = self.fresh("hs.tmp");
+        let mut b2 = vec![
+            assign(&end, Expr::sub(i64v(&end), Expr::i64(1))),
+            let_(&tmp, load(buf, Expr::i64(0))),
+            store(buf, Expr::i64(0), load(buf, i64v(&end))),
+            store(buf, i64v(&end), i64v(&tmp)),
+        ];
+        b2.extend(self.sift_down(buf, Expr::i64(0), i64v(&end)));
+        out.push(Stmt::While {
+            cond: cmp(BinOp::Gt, i64v(&end), Expr::i64(1)),
+            body: b2,
+        });
+        out
+    }
+
+    fn sift_down(&mut self, buf: &str, start: Expr, end: Expr) -> Vec<Stmt> {
+        let (root, go, child, sw, tmp) = (
+            self.fresh("hs.root"),
+            self.fresh("hs.go"),
+            self.fresh("hs.child"),
+            self.fresh("hs.sw"),
+            self.fresh("hs.tmp"),
+        );
+        let at = |e: Expr| load(buf, e);
+        vec![
+            decl(&root, start),
+            decl(&go, Expr::i64(1)),
+            Stmt::While {
+                cond: cmp(BinOp::Ne, i64v(&go), Expr::i64(0)),
+                body: vec![
+                    let_(
+                        &child,
+                        Expr::add(Expr::mul(Expr::i64(2), i64v(&root)), Expr::i64(1)),
+                    ),
+                    Stmt::If {
+                        cond: cmp(BinOp::Ge, i64v(&child), end.clone()),
+                        then_body: vec![assign(&go, Expr::i64(0))],
+                        else_body: vec![
+                            decl(&sw, i64v(&root)),
+                            Stmt::If {
+                                cond: cmp(BinOp::Lt, at(i64v(&sw)), at(i64v(&child))),
+                                then_body: vec![assign(&sw, i64v(&child))],
+                                else_body: vec![],
+                            },
+                            Stmt::If {
+                                cond: Expr::bin(
+                                    BinOp::And,
+                                    cmp(
+                                        BinOp::Lt,
+                                        Expr::add(i64v(&child), Expr::i64(1)),
+                                        end.clone(),
+                                    ),
+                                    cmp(
+                                        BinOp::Lt,
+                                        at(i64v(&sw)),
+                                        at(Expr::add(i64v(&child), Expr::i64(1))),
+                                    ),
+                                ),
+                                then_body: vec![assign(&sw, Expr::add(i64v(&child), Expr::i64(1)))],
+                                else_body: vec![],
+                            },
+                            Stmt::If {
+                                cond: cmp(BinOp::Eq, i64v(&sw), i64v(&root)),
+                                then_body: vec![assign(&go, Expr::i64(0))],
+                                else_body: vec![
+                                    let_(&tmp, at(i64v(&root))),
+                                    store(buf, i64v(&root), at(i64v(&sw))),
+                                    store(buf, i64v(&sw), i64v(&tmp)),
+                                    assign(&root, i64v(&sw)),
+                                ],
+                            },
+                        ],
+                    },
+                ],
+            },
+        ]
+    }
+
+    /// The value of `e` at the current point, of type `want`.
+    fn value(&self, e: &TExpr, want: DType) -> Result<Expr, CoiterError> {
+        let cast = |x: Expr, from: DType| {
+            if from == want {
+                x
+            } else {
+                Expr::Cast(want, Box::new(x))
+            }
+        };
+        Ok(match e {
+            TExpr::Access(t) => {
+                let tensor = &self.a.tensors[*t];
+                let load_e = match &self.plan.encodings[*t] {
+                    None => {
+                        let mut idx = Expr::i64(0);
+                        for (d, &v) in tensor.vars.iter().enumerate() {
+                            idx = Expr::add(
+                                Expr::mul(idx, size_expr(&tensor.extents[d])),
+                                i64v(&self.a.vars[v].name),
+                            );
+                        }
+                        load(&tensor.name, idx)
+                    }
+                    Some(_) => match &self.handles[*t] {
+                        Some(Handle::Single(q)) => load(&vals_name(&tensor.name), q.clone()),
+                        _ => {
+                            return Err(CoiterError::Unsupported {
+                                what: format!(
+                                    "`{}`: the innermost level is non-unique (duplicate entries)",
+                                    tensor.name
+                                ),
+                            })
+                        }
+                    },
+                };
+                cast(load_e, tensor.dtype)
+            }
+            TExpr::Float(v) => {
+                if want.is_float() {
+                    Expr::Float(*v, want)
+                } else {
+                    Expr::Int(*v as i64, want)
+                }
+            }
+            TExpr::Int(v) => {
+                if want.is_float() {
+                    Expr::Float(*v as f64, want)
+                } else {
+                    Expr::Int(*v, want)
+                }
+            }
+            TExpr::Coord(v) => cast(i64v(&self.a.vars[*v].name), DType::I64),
+            TExpr::Unary(op, a) => {
+                let inner = if *op == UnOp::Not {
+                    return Err(CoiterError::Unsupported {
+                        what: "`!` in a co-iteration body".into(),
+                    });
+                } else {
+                    self.value(a, want)?
+                };
+                Expr::Unary(*op, Box::new(inner))
+            }
+            TExpr::Cast(t, a) => {
+                let inner = self.value(a, natural(self.a, a))?;
+                cast(Expr::Cast(*t, Box::new(inner)), *t)
+            }
+            TExpr::Binary(op, a, b) if op.is_comparison() || op.is_logical() => {
+                let ta = match (&**a, &**b) {
+                    (TExpr::Float(_) | TExpr::Int(_), other) => natural(self.a, other),
+                    (x, _) => natural(self.a, x),
+                };
+                let x = Expr::bin(*op, self.value(a, ta)?, self.value(b, ta)?);
+                Expr::Cast(want, Box::new(x))
+            }
+            TExpr::Binary(op, a, b) => Expr::bin(*op, self.value(a, want)?, self.value(b, want)?),
+        })
+    }
+}
+
+/// The type an expression has by itself.
+fn natural(a: &Assignment, e: &TExpr) -> DType {
+    match e {
+        TExpr::Access(t) => a.tensors[*t].dtype,
+        TExpr::Float(_) => DType::F64,
+        TExpr::Int(_) | TExpr::Coord(_) => DType::I64,
+        TExpr::Unary(_, x) => natural(a, x),
+        TExpr::Cast(t, _) => *t,
+        TExpr::Binary(op, x, y) => {
+            if op.is_comparison() || op.is_logical() {
+                DType::Bool
+            } else if matches!(**x, TExpr::Float(_) | TExpr::Int(_)) {
+                natural(a, y)
+            } else {
+                natural(a, x)
+            }
+        }
+    }
+}
+
+fn zero(t: DType) -> Expr {
+    if t.is_float() {
+        Expr::Float(0.0, t)
+    } else {
+        Expr::Int(0, t)
+    }
+}

@@ -1,0 +1,615 @@
+//! Co-iteration: several sparse operands merged per index variable, results whose pattern the
+//! kernel computes (TACO's merge lattices and assembly, MLIR's sparsifier semantics).
+//!
+//! [`CoKernel::new`] reads the kernel's index notation ([`notation`]), plans the iteration
+//! order and the result's assembly ([`lower::plan`]) and generates a *count* and a *compute*
+//! function ([`lower::generate`]) from the merge lattices ([`lattice`]). Both are ordinary flat
+//! stage-II functions: the stage-II interpreter runs them, and so does the LLVM backend.
+//! [`CoKernel::bind`] converts the inputs into the planned storage, [`CoKernel::run`] runs the
+//! passes (sizing the result between them), [`CoKernel::output`] reads the result back, and
+//! [`CoKernel::reference`] computes it independently, point by point over the whole iteration
+//! space with the same presence semantics (`+`, `-`: either operand; every other operation:
+//! both), as the stage-I interpreter of these kernels.
+
+pub mod lattice;
+pub mod lower;
+pub mod notation;
+
+pub use lattice::{Lattice, Point};
+pub use lower::{OutMode, Pass, Plan};
+pub use notation::{analyze, is_coiteration, Assignment, TExpr};
+
+use crate::ir::Func;
+use lacuna_ir::storage::SparseTensor;
+use lacuna_ir::{ArrayData, CooTensor, DType, DenseArray, Scalar};
+use lacuna_stage1::{eval_binop, eval_unop, size_value, Bindings, Input, Output, Program, Size};
+use std::collections::{BTreeMap, HashMap};
+
+/// A co-iteration kernel that cannot be compiled or run.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CoiterError {
+    /// A construct outside what co-iteration compiles.
+    #[error("co-iteration: {what}")]
+    Unsupported {
+        /// What.
+        what: String,
+    },
+    /// No iteration order respects the level order of every operand.
+    #[error("co-iteration: no iteration order respects the level orders of {operands}; store one operand in another order, or allow a transposed copy with `coiteration: Some((transpose: true))`")]
+    InconsistentLevelOrder {
+        /// The operands with their level orders.
+        operands: String,
+    },
+    /// Galloping asked for where the lattice is not a pure intersection.
+    #[error("co-iteration: galloping merges only pure intersections, but the lattice of `{var}` is a union (or covers the dense range)")]
+    GallopingUnion {
+        /// The index variable.
+        var: String,
+    },
+    /// An input is missing, of the wrong shape or type, or not convertible.
+    #[error("input `{buffer}`: {what}")]
+    Input {
+        /// The buffer.
+        buffer: String,
+        /// What is wrong.
+        what: String,
+    },
+    /// A pass failed to run.
+    #[error("co-iteration pass `{pass}`: {what}")]
+    Run {
+        /// The function.
+        pass: String,
+        /// What happened.
+        what: String,
+    },
+}
+
+/// A compiled co-iteration kernel: its notation, plan and functions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoKernel {
+    /// The index notation.
+    pub assignment: Assignment,
+    /// Order, storage and result mode.
+    pub plan: Plan,
+    /// The count pass (sparse results only).
+    pub count: Option<Func>,
+    /// The compute pass.
+    pub compute: Func,
+}
+
+const REFERENCE_LIMIT: u128 = 200_000_000;
+
+impl CoKernel {
+    /// Analyzes and lowers a co-iteration kernel.
+    pub fn new(p: &Program) -> Result<CoKernel, CoiterError> {
+        let assignment = analyze(p)?;
+        let plan = lower::plan(&assignment)?;
+        let count = (plan.mode != OutMode::Dense)
+            .then(|| lower::generate(&assignment, &plan, Pass::Count))
+            .transpose()?;
+        let compute = lower::generate(&assignment, &plan, Pass::Compute)?;
+        Ok(CoKernel {
+            assignment,
+            plan,
+            count,
+            compute,
+        })
+    }
+
+    /// The merge lattice of every index variable at the top of the expression, in iteration
+    /// order: `i: [A B] (A + B)` lines.
+    pub fn lattices(&self) -> String {
+        let a = &self.assignment;
+        let tensors: Vec<String> = a.tensors.iter().map(|t| t.name.clone()).collect();
+        let vars: Vec<String> = a.vars.iter().map(|v| v.name.clone()).collect();
+        let mut out = String::new();
+        for &v in &self.plan.order {
+            let sparse = |t: usize| {
+                t != a.out
+                    && self.plan.encodings[t].as_ref().is_some_and(|enc| {
+                        enc.levels().iter().any(|s| {
+                            s.expr.as_var().is_some_and(|d| {
+                                a.tensors[t].vars[d.index()] == v && !s.lvl_type.is_dense()
+                            })
+                        })
+                    })
+            };
+            let l = lattice::build(&a.rhs, &sparse);
+            for line in l.render(&tensors, &vars).lines() {
+                out.push_str(&format!("{}: {line}\n", vars[v]));
+            }
+        }
+        out
+    }
+
+    /// Binds parameters from the inputs' shapes, converts the inputs into the planned storage
+    /// and allocates the result.
+    pub fn bind(
+        &self,
+        inputs: &BTreeMap<String, Input>,
+        params: &BTreeMap<String, i64>,
+    ) -> Result<Bindings, CoiterError> {
+        let a = &self.assignment;
+        let mut b = Bindings {
+            params: params.clone(),
+            ..Bindings::default()
+        };
+        for (t, tensor) in a.tensors.iter().enumerate() {
+            if t == a.out {
+                continue;
+            }
+            let bad = |what: String| CoiterError::Input {
+                buffer: tensor.name.clone(),
+                what,
+            };
+            let input = inputs
+                .get(&tensor.name)
+                .ok_or_else(|| bad("not given".into()))?;
+            let shape = match input {
+                Input::Dense(d) => d.shape.clone(),
+                Input::Coo(c) => c.shape.clone(),
+            };
+            if shape.len() != tensor.extents.len() {
+                return Err(bad(format!(
+                    "has {} dimensions, the kernel expects {}",
+                    shape.len(),
+                    tensor.extents.len()
+                )));
+            }
+            for (d, (ext, &have)) in tensor.extents.iter().zip(&shape).enumerate() {
+                match ext {
+                    Size::Const(c) if *c as usize != have => {
+                        return Err(bad(format!("dimension {d} is {have}, expected {c}")))
+                    }
+                    Size::Const(_) => {}
+                    Size::Param(p) => match b.params.get(p) {
+                        Some(&v) if v as usize != have => {
+                            return Err(bad(format!(
+                                "dimension {d} is {have}, but `{p}` is {v} from another input"
+                            )))
+                        }
+                        Some(_) => {}
+                        None => {
+                            b.params.insert(p.clone(), have as i64);
+                        }
+                    },
+                }
+            }
+            match &self.plan.encodings[t] {
+                None => {
+                    let dense = match input {
+                        Input::Dense(d) => d.clone(),
+                        Input::Coo(c) => coo_to_dense(c).ok_or_else(|| bad("too large".into()))?,
+                    };
+                    b.buffers
+                        .insert(tensor.name.clone(), dense.data.cast(tensor.dtype));
+                }
+                Some(enc) => {
+                    let st = match input {
+                        Input::Coo(c) => SparseTensor::from_coo(c, enc),
+                        Input::Dense(d) => SparseTensor::from_dense(d, enc),
+                    }
+                    .map_err(|e| bad(e.to_string()))?;
+                    for l in 0..enc.lvl_rank() {
+                        let lvl = lacuna_ir::encoding::Lvl(l as u32);
+                        if let Some(p) = st.positions(lvl) {
+                            b.buffers
+                                .insert(lower::pos_name(&tensor.name, l), index_data(p));
+                        }
+                        if let Some(c) = st.coordinates(lvl) {
+                            b.buffers
+                                .insert(lower::crd_name(&tensor.name, l), index_data(c));
+                        }
+                    }
+                    b.buffers.insert(
+                        lower::vals_name(&tensor.name),
+                        st.values().cast(tensor.dtype),
+                    );
+                }
+            }
+        }
+        for p in &a.params {
+            if !b.params.contains_key(p) {
+                return Err(CoiterError::Input {
+                    buffer: a.output().name.clone(),
+                    what: format!("size `{p}` is not given by any input (pass --param {p}=N)"),
+                });
+            }
+        }
+        let out = a.output();
+        let ext = |s: &Size| -> Result<usize, CoiterError> {
+            size_value(s, &b.params)
+                .map(|v| v as usize)
+                .ok_or_else(|| CoiterError::Input {
+                    buffer: out.name.clone(),
+                    what: format!("unknown size `{s}`"),
+                })
+        };
+        match self.plan.mode {
+            OutMode::Dense => {
+                let len = out.extents.iter().try_fold(1usize, |acc, s| {
+                    Ok::<_, CoiterError>(acc.saturating_mul(ext(s)?))
+                })?;
+                let z = ArrayData::try_zeros(out.dtype, len).ok_or_else(|| CoiterError::Input {
+                    buffer: out.name.clone(),
+                    what: format!("cannot allocate {len} elements"),
+                })?;
+                b.buffers.insert(out.name.clone(), z);
+            }
+            _ => {
+                let rows = self.rows(&b.params)?;
+                b.buffers.insert(
+                    format!("{}.pos", out.name),
+                    ArrayData::zeros(DType::I64, rows + 1),
+                );
+                if let OutMode::Workspace { .. } = self.plan.mode {
+                    let last = self.plan.last_var.expect("sparse result");
+                    let n = ext(&a.vars[last].extent)?;
+                    b.buffers
+                        .insert(format!("{}.w", out.name), ArrayData::zeros(out.dtype, n));
+                    b.buffers.insert(
+                        format!("{}.flag", out.name),
+                        ArrayData::zeros(DType::I64, n),
+                    );
+                    b.buffers.insert(
+                        format!("{}.list", out.name),
+                        ArrayData::zeros(DType::I64, n),
+                    );
+                }
+            }
+        }
+        Ok(b)
+    }
+
+    fn rows(&self, params: &BTreeMap<String, i64>) -> Result<usize, CoiterError> {
+        let a = &self.assignment;
+        self.plan.row_vars.iter().try_fold(1usize, |acc, &v| {
+            let n = size_value(&a.vars[v].extent, params).ok_or_else(|| CoiterError::Input {
+                buffer: a.output().name.clone(),
+                what: format!("unknown size `{}`", a.vars[v].extent),
+            })?;
+            acc.checked_mul(n as usize)
+                .ok_or_else(|| CoiterError::Input {
+                    buffer: a.output().name.clone(),
+                    what: "too many rows".into(),
+                })
+        })
+    }
+
+    /// Runs the passes on bindings from [`CoKernel::bind`]: `exec` runs one function.
+    pub fn run(
+        &self,
+        b: &mut Bindings,
+        exec: &mut dyn FnMut(Pass, &Func, &mut Bindings) -> Result<(), String>,
+    ) -> Result<(), CoiterError> {
+        let out = self.assignment.output();
+        let run_err = |f: &Func, what: String| CoiterError::Run {
+            pass: f.name.clone(),
+            what,
+        };
+        if let Some(count) = &self.count {
+            let pos_name = format!("{}.pos", out.name);
+            let rows = self.rows(&b.params)?;
+            b.buffers
+                .insert(pos_name.clone(), ArrayData::zeros(DType::I64, rows + 1));
+            exec(Pass::Count, count, b).map_err(|e| run_err(count, e))?;
+            let mut pos = b.buffers[&pos_name].to_i64_vec();
+            for r in 0..rows {
+                pos[r + 1] += pos[r];
+            }
+            let nnz = pos[rows] as usize;
+            b.buffers.insert(pos_name, ArrayData::I64(pos));
+            b.buffers.insert(
+                format!("{}.crd", out.name),
+                ArrayData::zeros(DType::I64, nnz),
+            );
+            b.buffers.insert(
+                lower::vals_name(&out.name),
+                ArrayData::zeros(out.dtype, nnz),
+            );
+        }
+        exec(Pass::Compute, &self.compute, b).map_err(|e| run_err(&self.compute, e))
+    }
+
+    /// The result, read from bindings after [`CoKernel::run`].
+    pub fn output(&self, b: &Bindings) -> Result<Output, CoiterError> {
+        let a = &self.assignment;
+        let out = a.output();
+        let shape: Vec<usize> = out
+            .extents
+            .iter()
+            .map(|s| size_value(s, &b.params).unwrap_or(0) as usize)
+            .collect();
+        let missing = |what: &str| CoiterError::Run {
+            pass: self.compute.name.clone(),
+            what: format!("result array `{what}` missing"),
+        };
+        if self.plan.mode == OutMode::Dense {
+            let data = b.buffers.get(&out.name).ok_or_else(|| missing(&out.name))?;
+            return Ok(Output::Dense(DenseArray {
+                shape,
+                data: data.clone(),
+            }));
+        }
+        let pos = b
+            .buffers
+            .get(&format!("{}.pos", out.name))
+            .ok_or_else(|| missing("pos"))?
+            .to_i64_vec();
+        let crd = b
+            .buffers
+            .get(&format!("{}.crd", out.name))
+            .ok_or_else(|| missing("crd"))?
+            .to_i64_vec();
+        let values = b
+            .buffers
+            .get(&lower::vals_name(&out.name))
+            .ok_or_else(|| missing("vals"))?
+            .clone();
+        let last = self.plan.last_var.expect("sparse result");
+        let dim_of = |v: usize| out.vars.iter().position(|&x| x == v).expect("result var");
+        let mut coords = vec![Vec::with_capacity(crd.len()); shape.len()];
+        for r in 0..pos.len().saturating_sub(1) {
+            // Decode the row's coordinates (mixed radix over the row variables).
+            let mut rest = r;
+            let mut row = vec![0usize; self.plan.row_vars.len()];
+            for (k, &v) in self.plan.row_vars.iter().enumerate().rev() {
+                let n = shape[dim_of(v)].max(1);
+                row[k] = rest % n;
+                rest /= n;
+            }
+            for q in pos[r] as usize..pos[r + 1] as usize {
+                for (k, &v) in self.plan.row_vars.iter().enumerate() {
+                    coords[dim_of(v)].push(row[k]);
+                }
+                coords[dim_of(last)].push(crd[q] as usize);
+            }
+        }
+        Ok(Output::Coo(CooTensor {
+            shape,
+            coords,
+            values,
+        }))
+    }
+
+    /// The result computed point by point over the whole iteration space (the reference).
+    pub fn reference(
+        &self,
+        b: &Bindings,
+        inputs: &BTreeMap<String, Input>,
+    ) -> Result<Output, CoiterError> {
+        reference(self, b, inputs)
+    }
+}
+
+fn index_data(a: &lacuna_ir::storage::IndexArray) -> ArrayData {
+    ArrayData::I64(a.to_u64_vec().into_iter().map(|x| x as i64).collect())
+}
+
+fn coo_to_dense(c: &CooTensor) -> Option<DenseArray> {
+    let len = c.shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b))?;
+    let mut data = ArrayData::try_zeros(c.values.dtype(), len)?;
+    for e in 0..c.nnz() {
+        let off = c
+            .shape
+            .iter()
+            .enumerate()
+            .fold(0usize, |o, (d, &ext)| o * ext + c.coords[d][e]);
+        let v = c.values.get(e)?;
+        let old = data.get(off)?;
+        data.set(off, eval_binop(lacuna_stage1::BinOp::Add, old, v));
+    }
+    Some(DenseArray {
+        shape: c.shape.clone(),
+        data,
+    })
+}
+
+/// Stored entries of an operand, by dimension coordinates.
+enum Operand {
+    Sparse(HashMap<Vec<usize>, Scalar>),
+    Dense(ArrayData, Vec<usize>),
+}
+
+fn reference(
+    k: &CoKernel,
+    b: &Bindings,
+    inputs: &BTreeMap<String, Input>,
+) -> Result<Output, CoiterError> {
+    let a = &k.assignment;
+    let extents: Vec<usize> = a
+        .vars
+        .iter()
+        .map(|v| size_value(&v.extent, &b.params).unwrap_or(0) as usize)
+        .collect();
+    let points: u128 = extents.iter().map(|&e| e as u128).product();
+    if points > REFERENCE_LIMIT {
+        return Err(CoiterError::Unsupported {
+            what: format!(
+                "the reference interpreter visits every point of the iteration space: {points} is too many (limit {REFERENCE_LIMIT})"
+            ),
+        });
+    }
+    let mut operands = Vec::new();
+    for (t, tensor) in a.tensors.iter().enumerate() {
+        if t == a.out {
+            operands.push(Operand::Sparse(HashMap::new()));
+            continue;
+        }
+        let input = inputs.get(&tensor.name).ok_or_else(|| CoiterError::Input {
+            buffer: tensor.name.clone(),
+            what: "not given".into(),
+        })?;
+        operands.push(match (&tensor.encoding, input) {
+            (Some(enc), input) => {
+                let st = match input {
+                    Input::Coo(c) => SparseTensor::from_coo(c, enc),
+                    Input::Dense(d) => SparseTensor::from_dense(d, enc),
+                }
+                .map_err(|e| CoiterError::Input {
+                    buffer: tensor.name.clone(),
+                    what: e.to_string(),
+                })?;
+                let mut m = HashMap::new();
+                st.foreach(|dims, _, v| {
+                    let e = m
+                        .entry(dims.to_vec())
+                        .or_insert(Scalar::F64(0.0).cast(v.dtype()));
+                    *e = eval_binop(lacuna_stage1::BinOp::Add, *e, v);
+                });
+                Operand::Sparse(m)
+            }
+            (None, Input::Dense(d)) => Operand::Dense(d.data.clone(), d.shape.clone()),
+            (None, Input::Coo(c)) => {
+                let d = coo_to_dense(c).ok_or_else(|| CoiterError::Input {
+                    buffer: tensor.name.clone(),
+                    what: "too large".into(),
+                })?;
+                Operand::Dense(d.data, d.shape)
+            }
+        });
+    }
+    let out = a.output();
+    let dtype = out.dtype;
+    let mut result: BTreeMap<Vec<usize>, Scalar> = BTreeMap::new();
+    let mut point = vec![0usize; a.vars.len()];
+    if extents.contains(&0) {
+        return finish_reference(k, out, &extents, result);
+    }
+    loop {
+        if let Some(v) = eval_point(a, &operands, &a.rhs, &point, dtype) {
+            let key: Vec<usize> = out.vars.iter().map(|&x| point[x]).collect();
+            let v = v.cast(dtype);
+            let e = result.entry(key).or_insert(Scalar::F64(0.0).cast(dtype));
+            *e = if a.accumulate {
+                eval_binop(lacuna_stage1::BinOp::Add, *e, v)
+            } else {
+                v
+            };
+        }
+        // Next point, the kernel's last variable fastest.
+        let mut d = a.vars.len();
+        loop {
+            if d == 0 {
+                return finish_reference(k, out, &extents, result);
+            }
+            d -= 1;
+            point[d] += 1;
+            if point[d] < extents[d] {
+                break;
+            }
+            point[d] = 0;
+        }
+    }
+}
+
+fn finish_reference(
+    k: &CoKernel,
+    out: &notation::Tensor,
+    extents: &[usize],
+    result: BTreeMap<Vec<usize>, Scalar>,
+) -> Result<Output, CoiterError> {
+    let shape: Vec<usize> = out.vars.iter().map(|&v| extents[v]).collect();
+    if k.plan.mode == OutMode::Dense {
+        let len: usize = shape.iter().product();
+        let mut data = ArrayData::zeros(out.dtype, len);
+        for (key, v) in result {
+            let off = key.iter().zip(&shape).fold(0usize, |o, (&c, &n)| o * n + c);
+            data.set(off, v);
+        }
+        return Ok(Output::Dense(DenseArray { shape, data }));
+    }
+    let mut coords = vec![Vec::new(); shape.len()];
+    let mut values = ArrayData::zeros(out.dtype, result.len());
+    for (e, (key, v)) in result.into_iter().enumerate() {
+        for (d, &c) in key.iter().enumerate() {
+            coords[d].push(c);
+        }
+        values.set(e, v);
+    }
+    Ok(Output::Coo(CooTensor {
+        shape,
+        coords,
+        values,
+    }))
+}
+
+/// The value of `e` at `point`, `None` when absent (presence semantics), typed like the
+/// generated code.
+fn eval_point(
+    a: &Assignment,
+    ops: &[Operand],
+    e: &TExpr,
+    point: &[usize],
+    want: DType,
+) -> Option<Scalar> {
+    match e {
+        TExpr::Access(t) => {
+            let tensor = &a.tensors[*t];
+            let key: Vec<usize> = tensor.vars.iter().map(|&v| point[v]).collect();
+            let v = match &ops[*t] {
+                Operand::Sparse(m) => *m.get(&key)?,
+                Operand::Dense(data, shape) => {
+                    let off = key.iter().zip(shape).fold(0usize, |o, (&c, &n)| o * n + c);
+                    data.get(off)?
+                }
+            };
+            Some(v.cast(want))
+        }
+        TExpr::Float(v) => Some(if want.is_float() {
+            Scalar::F64(*v).cast(want)
+        } else {
+            Scalar::I64(*v as i64).cast(want)
+        }),
+        TExpr::Int(v) => Some(Scalar::I64(*v).cast(want)),
+        TExpr::Coord(v) => Some(Scalar::I64(point[*v] as i64).cast(want)),
+        TExpr::Unary(op, x) => eval_point(a, ops, x, point, want).map(|x| eval_unop(*op, x)),
+        TExpr::Cast(t, x) => {
+            let inner = eval_point(a, ops, x, point, natural_type(a, x))?;
+            Some(inner.cast(*t).cast(want))
+        }
+        TExpr::Binary(op, x, y) => {
+            let ty = if op.is_comparison() || op.is_logical() {
+                match (&**x, &**y) {
+                    (TExpr::Float(_) | TExpr::Int(_), other) => natural_type(a, other),
+                    (other, _) => natural_type(a, other),
+                }
+            } else {
+                want
+            };
+            let (vx, vy) = (
+                eval_point(a, ops, x, point, ty),
+                eval_point(a, ops, y, point, ty),
+            );
+            let r = match (vx, vy) {
+                (Some(p), Some(q)) => eval_binop(*op, p, q),
+                (Some(p), None) if lattice::is_union(*op) => p,
+                (None, Some(q)) if *op == lacuna_stage1::BinOp::Add => q,
+                (None, Some(q)) if *op == lacuna_stage1::BinOp::Sub => {
+                    eval_unop(lacuna_stage1::UnOp::Neg, q)
+                }
+                _ => return None,
+            };
+            Some(r.cast(want))
+        }
+    }
+}
+
+fn natural_type(a: &Assignment, e: &TExpr) -> DType {
+    match e {
+        TExpr::Access(t) => a.tensors[*t].dtype,
+        TExpr::Float(_) => DType::F64,
+        TExpr::Int(_) | TExpr::Coord(_) => DType::I64,
+        TExpr::Unary(_, x) => natural_type(a, x),
+        TExpr::Cast(t, _) => *t,
+        TExpr::Binary(op, x, y) => {
+            if op.is_comparison() || op.is_logical() {
+                DType::Bool
+            } else if matches!(**x, TExpr::Float(_) | TExpr::Int(_)) {
+                natural_type(a, y)
+            } else {
+                natural_type(a, x)
+            }
+        }
+    }
+}

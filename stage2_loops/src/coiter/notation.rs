@@ -1,0 +1,423 @@
+//! The index notation of a co-iteration kernel, read off a stage-I program.
+//!
+//! A co-iteration kernel is one sparse iteration over dense dimension axes whose body is one
+//! store `C[i, j] = EXPR` (or `C[i, j] = C[i, j] + EXPR` when some iterators are reductions),
+//! with its operands declared by MLIR encodings (unencoded buffers are dense, row-major). The
+//! notation names every tensor, every index variable and the right-hand side as a tree.
+
+use super::CoiterError;
+use lacuna_ir::encoding::{parse_format, Encoding};
+use lacuna_ir::DType;
+use lacuna_stage1::{BinOp, Expr as E1, IterKind, Program, Role, Size, Stmt as S1, UnOp};
+
+/// An operand or the result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tensor {
+    /// Buffer name.
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Index variable (position in [`Assignment::vars`]) of each dimension.
+    pub vars: Vec<usize>,
+    /// Extent of each dimension.
+    pub extents: Vec<Size>,
+    /// Storage format; `None` for a dense row-major array.
+    pub encoding: Option<Encoding>,
+}
+
+impl Tensor {
+    /// The index variable of each storage level, outermost first (dense arrays: dimension
+    /// order). Only permutation maps have one.
+    pub fn level_vars(&self) -> Vec<usize> {
+        match &self.encoding {
+            None => self.vars.clone(),
+            Some(enc) => enc
+                .levels()
+                .iter()
+                .map(|l| {
+                    let d = l.expr.as_var().expect("permutation checked by analyze");
+                    self.vars[d.index()]
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An index variable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexVar {
+    /// Name in the kernel (`i`).
+    pub name: String,
+    /// Extent.
+    pub extent: Size,
+    /// Spatial (indexes the result) or reduction.
+    pub kind: IterKind,
+}
+
+/// The right-hand side of an assignment.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TExpr {
+    /// An element of operand `t` (index into [`Assignment::tensors`]).
+    Access(usize),
+    /// A float literal.
+    Float(f64),
+    /// An integer literal.
+    Int(i64),
+    /// The coordinate of an index variable.
+    Coord(usize),
+    /// A unary operation: applied to stored entries only.
+    Unary(UnOp, Box<TExpr>),
+    /// A binary operation: `+` and `-` are unions (an absent side reads zero), every other
+    /// operation an intersection.
+    Binary(BinOp, Box<TExpr>, Box<TExpr>),
+    /// A conversion.
+    Cast(DType, Box<TExpr>),
+}
+
+impl TExpr {
+    /// Every operand read.
+    pub fn tensors(&self, out: &mut Vec<usize>) {
+        match self {
+            TExpr::Access(t) => {
+                if !out.contains(t) {
+                    out.push(*t)
+                }
+            }
+            TExpr::Float(_) | TExpr::Int(_) | TExpr::Coord(_) => {}
+            TExpr::Unary(_, a) | TExpr::Cast(_, a) => a.tensors(out),
+            TExpr::Binary(_, a, b) => {
+                a.tensors(out);
+                b.tensors(out);
+            }
+        }
+    }
+}
+
+/// `out[vars] (+)= rhs` over `vars` in the kernel's order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assignment {
+    /// Kernel name.
+    pub name: String,
+    /// Kernel parameters (symbolic sizes).
+    pub params: Vec<String>,
+    /// Index variables in the order the kernel lists them.
+    pub vars: Vec<IndexVar>,
+    /// Operands and the result (`out`).
+    pub tensors: Vec<Tensor>,
+    /// The result tensor.
+    pub out: usize,
+    /// Whether the result accumulates over the reduction variables.
+    pub accumulate: bool,
+    /// The right-hand side.
+    pub rhs: TExpr,
+    /// Merge strategy for co-iterated levels.
+    pub merge: lacuna_stage1::Merge,
+    /// Whether operands whose level order conflicts with the others may be copied into a
+    /// compatible order.
+    pub transpose: bool,
+}
+
+impl Assignment {
+    /// The result.
+    pub fn output(&self) -> &Tensor {
+        &self.tensors[self.out]
+    }
+}
+
+fn encoding_of(b: &lacuna_stage1::Buffer) -> Result<Option<Encoding>, CoiterError> {
+    match &b.encoding {
+        None => Ok(None),
+        Some(text) => {
+            let enc = parse_format(text).map_err(|e| CoiterError::Unsupported {
+                what: format!("buffer `{}`: {}", b.name, e.render(text)),
+            })?;
+            Ok(Some(enc))
+        }
+    }
+}
+
+/// True when `p` must be compiled by co-iteration: its one iteration reads two encoded inputs,
+/// or writes an encoded result whose structure is not that of an encoded input, or asks for it
+/// (`coiteration: Some(...)`).
+pub fn is_coiteration(p: &Program) -> bool {
+    let [S1::Iter(it)] = p.body.as_slice() else {
+        return false;
+    };
+    if it.coiteration.is_some() {
+        return true;
+    }
+    if p.buffers.iter().any(|b| !b.dims.is_empty()) {
+        return false; // already sparsified
+    }
+    let mut read = Vec::new();
+    for s in it.body.iter().chain(&it.init) {
+        if let S1::Store(st) = s {
+            loads(&st.value, &mut read);
+        }
+    }
+    let encoded_inputs: Vec<&lacuna_stage1::Buffer> = p
+        .buffers
+        .iter()
+        .filter(|b| b.encoding.is_some() && b.role == Role::Input && read.contains(&b.name))
+        .collect();
+    if encoded_inputs.len() >= 2 {
+        return true;
+    }
+    p.buffers.iter().any(|b| {
+        b.role == Role::Output
+            && b.encoding.is_some()
+            && !encoded_inputs
+                .iter()
+                .any(|i| i.encoding == b.encoding && i.axes == b.axes)
+    })
+}
+
+fn loads(e: &E1, out: &mut Vec<String>) {
+    match e {
+        E1::Load { buffer, indices } => {
+            out.push(buffer.clone());
+            indices.iter().for_each(|i| loads(i, out));
+        }
+        E1::Int(_) | E1::Float(_) | E1::Var(_) => {}
+        E1::Unary(_, a) | E1::Cast(_, a) => loads(a, out),
+        E1::Binary(_, a, b) => {
+            loads(a, out);
+            loads(b, out);
+        }
+        E1::Select(c, a, b) => {
+            loads(c, out);
+            loads(a, out);
+            loads(b, out);
+        }
+    }
+}
+
+/// Reads the assignment of a co-iteration kernel.
+pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
+    let unsupported = |what: String| CoiterError::Unsupported { what };
+    let [S1::Iter(it)] = p.body.as_slice() else {
+        return Err(unsupported(
+            "a co-iteration kernel has exactly one sparse iteration".into(),
+        ));
+    };
+    let kinds = it
+        .iter_kinds()
+        .ok_or_else(|| unsupported(format!("iteration `{}`: bad kinds", it.name)))?;
+    let mut vars = Vec::new();
+    for ((ax, v), k) in it.axes.iter().zip(&it.vars).zip(&kinds) {
+        let axis = p
+            .axis(ax)
+            .ok_or_else(|| unsupported(format!("unknown axis `{ax}`")))?;
+        let lacuna_stage1::AxisKind::DenseFixed { n } = &axis.kind else {
+            return Err(unsupported(format!(
+                "co-iteration iterates dimensions: axis `{ax}` must be dense_fixed (declare sparsity by encodings)"
+            )));
+        };
+        vars.push(IndexVar {
+            name: v.clone(),
+            extent: n.clone(),
+            kind: *k,
+        });
+    }
+    if !it.init.is_empty() || it.body.len() != 1 || !it.fused.is_empty() {
+        return Err(unsupported(format!(
+            "iteration `{}`: a co-iteration body is a single store (an init is implied: results start at zero)",
+            it.name
+        )));
+    }
+    let S1::Store(st) = &it.body[0] else {
+        return Err(unsupported(format!(
+            "iteration `{}`: nested iterations are not supported in co-iteration",
+            it.name
+        )));
+    };
+    let var_of = |e: &E1| -> Result<usize, CoiterError> {
+        let name = e.as_var().ok_or_else(|| {
+            unsupported(format!(
+                "`{e}`: co-iteration accesses are indexed by iterator variables"
+            ))
+        })?;
+        vars.iter()
+            .position(|v| v.name == name)
+            .ok_or_else(|| unsupported(format!("`{name}` is not an iterator of `{}`", it.name)))
+    };
+    let mut tensors: Vec<Tensor> = Vec::new();
+    let mut tensor = |name: &str, indices: &[E1]| -> Result<usize, CoiterError> {
+        let b = p
+            .buffer(name)
+            .ok_or_else(|| unsupported(format!("unknown buffer `{name}`")))?;
+        let vs = indices.iter().map(var_of).collect::<Result<Vec<_>, _>>()?;
+        if vs.len() != b.axes.len() {
+            return Err(unsupported(format!(
+                "`{name}` has {} dimensions, accessed with {}",
+                b.axes.len(),
+                vs.len()
+            )));
+        }
+        let mut seen = vs.clone();
+        seen.sort();
+        seen.dedup();
+        if seen.len() != vs.len() {
+            return Err(unsupported(format!(
+                "`{name}` is accessed with a repeated iterator (a diagonal)"
+            )));
+        }
+        let mut extents = Vec::new();
+        for (ax, &v) in b.axes.iter().zip(&vs) {
+            let a = p
+                .axis(ax)
+                .ok_or_else(|| unsupported(format!("unknown axis `{ax}`")))?;
+            let n = a.kind.coord_extent().clone();
+            if n != vars[v].extent {
+                return Err(unsupported(format!(
+                    "`{name}`: dimension `{ax}` ({n}) is indexed by `{}` of extent {}",
+                    vars[v].name, vars[v].extent
+                )));
+            }
+            extents.push(n);
+        }
+        let encoding = encoding_of(b)?;
+        if let Some(enc) = &encoding {
+            if enc.dim_rank() != vs.len() {
+                return Err(unsupported(format!(
+                    "`{name}`: the encoding has {} dimensions, the buffer {}",
+                    enc.dim_rank(),
+                    vs.len()
+                )));
+            }
+        }
+        if let Some(i) = tensors.iter().position(|t| t.name == name) {
+            if tensors[i].vars != vs {
+                return Err(unsupported(format!(
+                    "`{name}` is accessed with two different index lists"
+                )));
+            }
+            return Ok(i);
+        }
+        tensors.push(Tensor {
+            name: name.to_string(),
+            dtype: b.dtype,
+            vars: vs,
+            extents,
+            encoding,
+        });
+        Ok(tensors.len() - 1)
+    };
+    let out = tensor(&st.buffer, &st.indices)?;
+    if p.buffer(&st.buffer).map(|b| b.role) != Some(Role::Output) {
+        return Err(unsupported(format!(
+            "`{}` is written but is not an output",
+            st.buffer
+        )));
+    }
+    let out_vars = st
+        .indices
+        .iter()
+        .map(var_of)
+        .collect::<Result<Vec<_>, _>>()?;
+    let reductions: Vec<usize> = (0..vars.len())
+        .filter(|&v| vars[v].kind == IterKind::R)
+        .collect();
+    for (v, var) in vars.iter().enumerate() {
+        let in_out = out_vars.contains(&v);
+        if in_out == (var.kind == IterKind::R) {
+            return Err(unsupported(format!(
+                "iterator `{}` is {} but {} the result `{}`",
+                var.name,
+                if var.kind == IterKind::R {
+                    "a reduction"
+                } else {
+                    "spatial"
+                },
+                if in_out { "indexes" } else { "does not index" },
+                st.buffer
+            )));
+        }
+    }
+    // `C[..] = C[..] + rhs` accumulates; a plain `C[..] = rhs` has no reductions.
+    let (accumulate, rhs_expr) = match &st.value {
+        E1::Binary(BinOp::Add, a, b) if matches!(&**a, E1::Load { buffer, indices } if *buffer == st.buffer && *indices == st.indices) => {
+            (true, &**b)
+        }
+        other => (false, other),
+    };
+    if !accumulate && !reductions.is_empty() {
+        return Err(unsupported(format!(
+            "iteration `{}` has reductions: write `{}[..] = {}[..] + ...`",
+            it.name, st.buffer, st.buffer
+        )));
+    }
+    fn conv(
+        e: &E1,
+        out_name: &str,
+        vars: &[IndexVar],
+        tensor: &mut dyn FnMut(&str, &[E1]) -> Result<usize, CoiterError>,
+    ) -> Result<TExpr, CoiterError> {
+        Ok(match e {
+            E1::Int(v) => TExpr::Int(*v),
+            E1::Float(v) => TExpr::Float(*v),
+            E1::Var(name) => {
+                TExpr::Coord(vars.iter().position(|v| &v.name == name).ok_or_else(|| {
+                    CoiterError::Unsupported {
+                        what: format!("`{name}` is not an iterator"),
+                    }
+                })?)
+            }
+            E1::Load { buffer, indices } => {
+                if buffer == out_name {
+                    return Err(CoiterError::Unsupported {
+                        what: format!("the result `{out_name}` is read on the right-hand side"),
+                    });
+                }
+                TExpr::Access(tensor(buffer, indices)?)
+            }
+            E1::Unary(op, a) => TExpr::Unary(*op, Box::new(conv(a, out_name, vars, tensor)?)),
+            E1::Cast(t, a) => TExpr::Cast(*t, Box::new(conv(a, out_name, vars, tensor)?)),
+            E1::Binary(op, a, b) => TExpr::Binary(
+                *op,
+                Box::new(conv(a, out_name, vars, tensor)?),
+                Box::new(conv(b, out_name, vars, tensor)?),
+            ),
+            E1::Select(..) => {
+                return Err(CoiterError::Unsupported {
+                    what: "`select` in a co-iteration body".into(),
+                })
+            }
+        })
+    }
+    let rhs = conv(rhs_expr, &st.buffer, &vars, &mut tensor)?;
+    for t in &tensors {
+        if let Some(enc) = &t.encoding {
+            if !enc.is_permutation() || enc.has_slices() || enc.n_symbols() > 0 {
+                return Err(unsupported(format!(
+                    "`{}`: co-iteration needs a permutation map (no blocks, slices or symbols); found `{enc}`",
+                    t.name
+                )));
+            }
+            for lt in enc.lvl_types() {
+                if !(lt.is_dense()
+                    || lt.is_compressed()
+                    || lt.is_loose_compressed()
+                    || lt.is_singleton())
+                {
+                    return Err(unsupported(format!(
+                        "`{}`: level type `{lt}` cannot be co-iterated",
+                        t.name
+                    )));
+                }
+            }
+        }
+    }
+    let opts = it.coiteration.clone().unwrap_or_default();
+    Ok(Assignment {
+        name: p.name.clone(),
+        params: p.params.clone(),
+        vars,
+        tensors,
+        out,
+        accumulate,
+        rhs,
+        merge: opts.merge,
+        transpose: opts.transpose,
+    })
+}
