@@ -56,6 +56,12 @@ pub enum BenchError {
         /// The flag.
         flag: &'static str,
     },
+    /// A negative or infinite `--min-time`.
+    #[error("--min-time must be a finite number of seconds >= 0, got {value}")]
+    MinTime {
+        /// The value given.
+        value: f64,
+    },
     /// A matrix file holds a tensor of another rank.
     #[error("{path}: expected a matrix, found a tensor of rank {rank}")]
     NotMatrix {
@@ -135,6 +141,10 @@ pub struct BenchArgs {
     /// Timed runs per configuration (after one warm-up run).
     #[arg(long, default_value_t = 10)]
     pub repeat: usize,
+    /// Keep repeating until the timed runs add up to this many seconds (at most 1000 runs;
+    /// at least --repeat).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub min_time: f64,
     /// Write the JSON Lines to this file (atomically) instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -593,6 +603,11 @@ pub fn run_bench(
     if args.repeat == 0 {
         return Err(BenchError::Zero { flag: "--repeat" });
     }
+    if !(args.min_time >= 0.0 && args.min_time.is_finite()) {
+        return Err(BenchError::MinTime {
+            value: args.min_time,
+        });
+    }
     if args.threads.contains(&0) {
         return Err(BenchError::Zero { flag: "--threads" });
     }
@@ -659,7 +674,11 @@ pub fn run_bench(
                             .prepare(m, k.unwrap_or(1), args.seed)
                             .map_err(|e| in_config(&what, e))?;
                         for &threads in &args.threads {
-                            let r = measure(&mut prep, m, k, sched_name, threads, args.repeat)
+                            let reps = Repeats {
+                                min_runs: args.repeat,
+                                min_time: args.min_time,
+                            };
+                            let r = measure(&mut prep, m, k, sched_name, threads, reps)
                                 .map_err(|e| in_config(&what, e))?;
                             eprintln!(
                                 "bench: {} {} k={} {} {} threads={}: min {:.3e} s, {:.2} GFLOP/s, {:.2} GB/s",
@@ -694,21 +713,37 @@ fn in_config(config: &str, e: BenchError) -> BenchError {
     }
 }
 
+/// How many timed runs: at least `min_runs`, and more until they add up to `min_time`
+/// seconds (at most [`MAX_RUNS`]).
+#[derive(Clone, Copy, Debug)]
+struct Repeats {
+    min_runs: usize,
+    min_time: f64,
+}
+
+/// The most timed runs `--min-time` asks for.
+const MAX_RUNS: usize = 1000;
+
 fn measure(
     prep: &mut Prepared<'_>,
     m: &Matrix,
     k: Option<usize>,
     schedule: &str,
     threads: usize,
-    repeat: usize,
+    reps: Repeats,
 ) -> Result<Record, BenchError> {
     // The JIT runs kernels on the calling thread; the count is exported for the parallel
     // runtime to come (rayon reads RAYON_NUM_THREADS) and recorded as requested.
     std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
     prep.run_once()?; // warm-up
-    let mut times = (0..repeat)
-        .map(|_| prep.run_once())
-        .collect::<Result<Vec<f64>, _>>()?;
+    let mut times = Vec::with_capacity(reps.min_runs);
+    let mut total = 0.0;
+    while times.len() < reps.min_runs || (total < reps.min_time && times.len() < MAX_RUNS) {
+        let t = prep.run_once()?;
+        total += t;
+        times.push(t);
+    }
+    let repeat = times.len();
     let min = times.iter().copied().fold(f64::INFINITY, f64::min);
     let med = median(&mut times);
     let c = prep.compiled;
