@@ -176,7 +176,17 @@ pub fn load_kernel_with_formats(
         path: path.to_path_buf(),
         source,
     })?;
-    let p = Program::from_ron(&text).map_err(|e| DriverError::KernelSyntax {
+    parse_kernel_with_formats(&text, path, formats)
+}
+
+/// Like [`load_kernel_with_formats`], for kernel text already in memory; `path` names it in
+/// error messages.
+pub fn parse_kernel_with_formats(
+    text: &str,
+    path: &Path,
+    formats: &[(String, String)],
+) -> Result<Program, DriverError> {
+    let p = Program::from_ron(text).map_err(|e| DriverError::KernelSyntax {
         path: path.to_path_buf(),
         line: e.span.start.line,
         column: e.span.start.col,

@@ -109,6 +109,9 @@ enum Command {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Benchmark kernels × matrices × formats × schedules × thread counts; prints JSON Lines,
+    /// or with --compare a table of ratios against a previous run.
+    Bench(lacuna::bench::BenchArgs),
     /// Print the kernel's IR at a stage.
     Lower {
         /// The kernel (RON).
@@ -129,6 +132,8 @@ enum Command {
 enum CliError {
     #[error(transparent)]
     Driver(#[from] DriverError),
+    #[error(transparent)]
+    Bench(#[from] lacuna::bench::BenchError),
     #[error("{flag} expects NAME=VALUE, got `{arg}`")]
     BadPair { flag: &'static str, arg: String },
     #[error("the requested shape has too many elements")]
@@ -295,6 +300,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             lacuna::ir::io::write_npy(&out, &arr).map_err(DriverError::from)?;
             println!("{}", json!({ "shape": shape, "seed": seed, "out": out }));
         }
+        Command::Bench(args) => lacuna::bench::main(&args)?,
         Command::Lower {
             kernel,
             stage,

@@ -1,0 +1,72 @@
+//! Regression benchmarks: SpMV, SpMM (k = 32) and SDDMM (k = 32) on bundled matrices, each
+//! JIT-compiled and bound once, outside the timed loop.
+//!
+//! ```bash
+//! cargo bench -p lacuna --bench kernels -- --save-baseline main   # on main
+//! cargo bench -p lacuna --bench kernels -- --baseline main        # on a branch: compare
+//! cargo bench -p lacuna --bench kernels -- --test                 # run each once (CI)
+//! ```
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use lacuna::bench::{compile_kernel, BenchError, Matrix};
+use std::hint::black_box;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+const MATRICES: &[&str] = &["1138_bus", "west0479"];
+const KERNELS: &[(&str, usize)] = &[("spmv", 1), ("spmm", 32), ("sddmm", 32)];
+const SEED: u64 = 0;
+
+fn benches(c: &mut Criterion) -> Result<(), BenchError> {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let matrices = MATRICES
+        .iter()
+        .map(|name| Matrix::load(&data.join(format!("{name}.mtx"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    for &(kernel, k) in KERNELS {
+        let compiled = compile_kernel(kernel, "csr", None)?;
+        let group_name = if kernel == "spmv" {
+            kernel.to_string()
+        } else {
+            format!("{kernel}_k{k}")
+        };
+        let mut group = c.benchmark_group(group_name);
+        for m in &matrices {
+            let mut prep = compiled.prepare(m, k, SEED)?;
+            // One checked run first: errors surface here, not inside the timed loop.
+            prep.run_once()?;
+            prep.checksum()?;
+            group.throughput(Throughput::Bytes(prep.bytes as u64));
+            let mut failed = None;
+            group.bench_function(BenchmarkId::from_parameter(&m.name), |b| {
+                b.iter(|| {
+                    // The kernels initialize their outputs, so runs need no reset.
+                    if let Err(e) = prep.run_raw() {
+                        failed.get_or_insert(e);
+                    }
+                    black_box(&prep.bindings);
+                })
+            });
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+        group.finish();
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let mut c = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    if let Err(e) = benches(&mut c) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    c.final_summary();
+    ExitCode::SUCCESS
+}

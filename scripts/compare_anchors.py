@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Joins `lacuna bench` records with the reference timings of one scripts/compare-anchors run
+and prints a markdown table of Lacuna time / best reference time per kernel × K × matrix ×
+threads, with geometric means (below 1: Lacuna is faster).
+
+Inputs:
+  --lacuna FILE.jsonl     `lacuna bench` JSON Lines (run_s_min; the fastest format/schedule
+                          of each configuration counts)
+  --anchors-json FILE     results/<tag>.json of ../shared/bench/anchors/anchors.py ("rows":
+                          kernel, matrix, K (null for spmv), lib, threads, t_min_s, nnz)
+  --anchors-text FILE     anchors.py's standard output, read when the JSON file is missing
+  --mlir FILE             lines of ../shared/bench/mlir/run_mlir.sh ("mlir kernel=.. matrix=..
+                          K=.. min_s=.."); MLIR's sparsifier runs on one thread
+
+The best reference at T threads is the fastest library measured at exactly T threads (scipy,
+numpy and MLIR run on one thread only).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+from collections import defaultdict
+
+KERNEL_ORDER = {"spmv": 0, "spmm": 1, "sddmm": 2}
+
+
+def key(kernel, matrix, k, threads):
+    # spmv has no feature width: None everywhere (anchors: null, lacuna: null, mlir: "-")
+    return (kernel, matrix, None if kernel == "spmv" else int(k), int(threads))
+
+
+def read_lacuna(path):
+    best = {}
+    nnz = {}
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                kk = key(r["kernel"], r["matrix"], r["k"], r["threads"])
+                t = float(r["run_s_min"])
+            except (ValueError, KeyError, TypeError) as e:
+                sys.exit(f"{path}:{i}: not a lacuna bench record: {e}")
+            cfg = f"{r.get('format', 'csr')}/{r.get('schedule', 'none')}"
+            if kk not in best or t < best[kk][0]:
+                best[kk] = (t, cfg, int(r.get("threads_used", r["threads"])))
+            nnz[r["matrix"]] = r["nnz"]
+    return best, nnz
+
+
+def read_anchors_json(path):
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+    out = []
+    for r in rows:
+        if r["kernel"] not in KERNEL_ORDER:
+            continue
+        out.append((key(r["kernel"], r["matrix"], r["K"], r["threads"]), r["lib"], float(r["t_min_s"]),
+                    r.get("nnz")))
+    return out
+
+
+def read_anchors_text(path):
+    """anchors.py's table: kernel matrix [K] lib T min_ms med_ms GFLOP/s GB/s %BW foreign checksum
+    (K is blank for spmv, so the columns shift by one there)."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            t = line.split()
+            if not t or t[0] not in KERNEL_ORDER:
+                continue
+            kernel, matrix = t[0], t[1]
+            rest = t[2:]
+            k = None
+            if kernel != "spmv":
+                k, rest = int(rest[0]), rest[1:]
+            lib, threads, min_ms = rest[0], int(rest[1]), float(rest[2])
+            out.append((key(kernel, matrix, k, threads), lib, min_ms / 1e3, None))
+    return out
+
+
+def read_mlir(path):
+    out = []
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("mlir "):
+                continue
+            kv = dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
+            matrix = os.path.splitext(kv["matrix"])[0]
+            k = None if kv["kernel"] == "spmv" else int(kv["K"])
+            out.append((key(kv["kernel"], matrix, k, 1), "mlir", float(kv["min_s"]), int(kv["nnz"])))
+    return out
+
+
+def geomean(xs):
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def fmt_ms(s):
+    return f"{s * 1e3:.4g}" if s is not None else "-"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lacuna", required=True)
+    ap.add_argument("--anchors-json")
+    ap.add_argument("--anchors-text")
+    ap.add_argument("--mlir")
+    a = ap.parse_args()
+
+    lacuna, lacuna_nnz = read_lacuna(a.lacuna)
+    refs = []
+    if a.anchors_json and os.path.exists(a.anchors_json):
+        refs += read_anchors_json(a.anchors_json)
+    elif a.anchors_text and os.path.exists(a.anchors_text):
+        refs += read_anchors_text(a.anchors_text)
+    if a.mlir and os.path.exists(a.mlir):
+        refs += read_mlir(a.mlir)
+    by_key = defaultdict(list)
+    for kk, lib, t, nnz in refs:
+        by_key[kk].append((t, lib))
+        if nnz is not None and kk[1] in lacuna_nnz and nnz != lacuna_nnz[kk[1]]:
+            print(f"<!-- warning: {kk[1]}: nnz {lacuna_nnz[kk[1]]} in Lacuna, {nnz} for {lib} -->")
+
+    print("| kernel | K | matrix | nnz | T | Lacuna ms | best reference | ref ms | Lacuna/best | MLIR ms | Lacuna/MLIR |")
+    print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
+    groups = defaultdict(list)
+    mlir_groups = defaultdict(list)
+    serial_note = False
+    missing = 0
+    for kk in sorted(lacuna, key=lambda k: (KERNEL_ORDER.get(k[0], 9), k[2] or 0, k[1], k[3])):
+        kernel, matrix, k, threads = kk
+        t, _cfg, used = lacuna[kk]
+        if used < threads:
+            serial_note = True
+        cands = by_key.get(kk, [])
+        if not cands:
+            missing += 1
+            continue
+        best_t, best_lib = min(cands)
+        ratio = t / best_t
+        groups[(kernel, k, threads)].append(ratio)
+        mlir = [c for c in cands if c[1] == "mlir"]
+        mt = mlir[0][0] if mlir else None
+        mratio = f"{t / mt:.2f}" if mt else "-"
+        if mt:
+            mlir_groups[(kernel, k, threads)].append(t / mt)
+        lt = f"{t * 1e3:.4g}" + ("*" if used < threads else "")
+        print(f"| {kernel} | {k or '-'} | {matrix} | {lacuna_nnz[matrix]} | {threads} | {lt} | {best_lib} | "
+              f"{fmt_ms(best_t)} | {ratio:.2f} | {fmt_ms(mt)} | {mratio} |")
+
+    print()
+    print("| kernel | K | T | matrices | geomean Lacuna/best | geomean Lacuna/MLIR |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for g in sorted(groups, key=lambda g: (KERNEL_ORDER.get(g[0], 9), g[1] or 0, g[2])):
+        kernel, k, threads = g
+        m = f"{geomean(mlir_groups[g]):.2f}" if mlir_groups.get(g) else "-"
+        print(f"| {kernel} | {k or '-'} | {threads} | {len(groups[g])} | {geomean(groups[g]):.2f} | {m} |")
+    for threads in sorted({g[2] for g in groups}):
+        allr = [r for g, rs in groups.items() if g[2] == threads for r in rs]
+        print(f"| all | | {threads} | {len(allr)} | **{geomean(allr):.2f}** | |")
+    print()
+    print("Ratios are Lacuna's fastest run over the fastest reference's at the same thread count; "
+          "below 1 means Lacuna is faster.")
+    if serial_note:
+        print("\\* Lacuna ran on 1 thread (no parallel runtime yet) where T > 1.")
+    if missing:
+        print(f"{missing} Lacuna configurations had no reference timing.")
+    if not groups:
+        sys.exit("compare_anchors: no Lacuna configuration had a reference timing")
+
+
+if __name__ == "__main__":
+    main()
