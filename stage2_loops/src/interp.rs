@@ -78,13 +78,16 @@ struct Machine<'f> {
     concurrent: Vec<Tracker>,
 }
 
+/// The iteration that wrote an element, one that read it, and whether another read it too.
+type Seen = (Option<i64>, Option<i64>, bool);
+
 /// Accesses of the iterations of one GPU-bound loop, to find races.
 struct Tracker {
     var: String,
     iteration: i64,
     /// (buffer, index) → (iteration that wrote it, an iteration that read it, whether another
     /// iteration read it too).
-    seen: BTreeMap<(String, usize), (Option<i64>, Option<i64>, bool)>,
+    seen: BTreeMap<(String, usize), Seen>,
 }
 
 /// Runs `f` on `b`; output and intermediate buffers are updated in place.

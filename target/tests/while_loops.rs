@@ -145,8 +145,6 @@ fn assigning_an_immutable_variable_is_an_error() {
             vec![assign("i", i64c(3)), store("out", i64c(0), var("i"))],
         )],
     );
-    let err = lacuna_target::compile(&f, &Default::default())
-        .err()
-        .expect("must not compile");
+    let err = lacuna_target::compile(&f, &Default::default()).expect_err("must not compile");
     assert!(err.to_string().contains("`i`"), "{err}");
 }

@@ -307,7 +307,7 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
         for &v in &order {
             let sparse = |t: usize| sparse_at(a, &encodings, t, v);
             let l = build(&a.rhs, &sparse);
-            if l.points.len() > 1 || l.points.iter().any(|p| p.universe) {
+            if l.points.len() > 1 {
                 return Err(CoiterError::GallopingUnion {
                     var: a.vars[v].name.clone(),
                 });
@@ -705,21 +705,39 @@ impl Gen<'_> {
                 }];
             }
             body.extend(chain);
-            for i in &pits {
+            let advance = |i: &It| {
                 let next = match &i.seg {
                     Some(seg) => i64v(seg),
                     None => Expr::add(i64v(&i.p), Expr::i64(1)),
                 };
-                if galloping {
-                    body.push(Stmt::If {
-                        cond: cmp(BinOp::Eq, i64v(&i.c), i64v(&var)),
-                        then_body: vec![assign(&i.p, next)],
-                        else_body: self.gallop(i, &var),
+                assign(&i.p, next)
+            };
+            if galloping {
+                // All at the largest coordinate: a match, step past it; otherwise the ones
+                // behind skip ahead to it.
+                let all = and_all(
+                    pits.iter()
+                        .map(|i| cmp(BinOp::Eq, i64v(&i.c), i64v(&var)))
+                        .collect(),
+                );
+                let mut behind = Vec::new();
+                for i in &pits {
+                    behind.push(Stmt::If {
+                        cond: cmp(BinOp::Lt, i64v(&i.c), i64v(&var)),
+                        then_body: self.gallop(i, &var),
+                        else_body: vec![],
                     });
-                } else {
+                }
+                body.push(Stmt::If {
+                    cond: all,
+                    then_body: pits.iter().map(advance).collect(),
+                    else_body: behind,
+                });
+            } else {
+                for i in &pits {
                     body.push(Stmt::If {
                         cond: cmp(BinOp::Eq, i64v(&i.c), i64v(&var)),
-                        then_body: vec![assign(&i.p, next)],
+                        then_body: vec![advance(i)],
                         else_body: vec![],
                     });
                 }

@@ -196,9 +196,19 @@ impl CoKernel {
                             b.buffers
                                 .insert(lower::pos_name(&tensor.name, l), index_data(p));
                         }
-                        if let Some(c) = st.coordinates(lvl) {
+                        let aos = enc.aos_coo_start().is_some_and(|s| l >= s.index());
+                        if let (Some(c), false) = (st.coordinates(lvl), aos) {
                             b.buffers
                                 .insert(lower::crd_name(&tensor.name, l), index_data(c));
+                        } else if enc.levels()[l].lvl_type.has_coordinates() {
+                            // Trailing COO levels in AoS layout share one interleaved array:
+                            // each level gets its own (one coordinate per stored entry).
+                            let crd: Vec<i64> = (0..st.number_of_entries())
+                                .map(|q| st.coordinate(lvl, q).map(|c| c as i64))
+                                .collect::<Option<_>>()
+                                .ok_or_else(|| bad(format!("level {l}: coordinates unreadable")))?;
+                            b.buffers
+                                .insert(lower::crd_name(&tensor.name, l), ArrayData::I64(crd));
                         }
                     }
                     b.buffers.insert(
@@ -358,11 +368,11 @@ impl CoKernel {
                 row[k] = rest % n;
                 rest /= n;
             }
-            for q in pos[r] as usize..pos[r + 1] as usize {
+            for &c in &crd[pos[r] as usize..pos[r + 1] as usize] {
                 for (k, &v) in self.plan.row_vars.iter().enumerate() {
                     coords[dim_of(v)].push(row[k]);
                 }
-                coords[dim_of(last)].push(crd[q] as usize);
+                coords[dim_of(last)].push(c as usize);
             }
         }
         Ok(Output::Coo(CooTensor {

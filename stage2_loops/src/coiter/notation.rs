@@ -192,6 +192,9 @@ fn loads(e: &E1, out: &mut Vec<String>) {
     }
 }
 
+/// Interns an accessed buffer as a tensor of the assignment.
+type TensorOf<'a> = dyn FnMut(&str, &[E1]) -> Result<usize, CoiterError> + 'a;
+
 /// Reads the assignment of a co-iteration kernel.
 pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
     let unsupported = |what: String| CoiterError::Unsupported { what };
@@ -351,7 +354,7 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
         e: &E1,
         out_name: &str,
         vars: &[IndexVar],
-        tensor: &mut dyn FnMut(&str, &[E1]) -> Result<usize, CoiterError>,
+        tensor: &mut TensorOf<'_>,
     ) -> Result<TExpr, CoiterError> {
         Ok(match e {
             E1::Int(v) => TExpr::Int(*v),

@@ -1,0 +1,490 @@
+//! Co-iteration kernels (SpAdd, element-wise multiply, SpGEMM, masked SpGEMM, SpMSpV) against a
+//! dense reference over operands with independent, identical, nested, disjoint and empty
+//! patterns, every combination of CSR/CSC/DCSR/COO inputs and several result encodings; the
+//! JIT, the stage-II interpreter and the point-by-point reference interpreter must agree.
+//! Also: golden merge lattices, and the typed errors (galloping on a union, inconsistent level
+//! orders, mismatched shapes).
+
+use lacuna::driver::{parse_kernel_with_formats, run_coiteration, DriverError, Target};
+use lacuna::ir::{ArrayData, CooTensor};
+use lacuna::stage1::{BinOp, Coiteration, Input, Merge, Output, Program, Stmt};
+use lacuna::stage2::coiter::{lattice, CoKernel, CoiterError, Pass, TExpr};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+const TOL: f64 = 1e-12;
+
+type Pattern = BTreeSet<(usize, usize)>;
+
+fn kernel(name: &str, formats: &[(&str, &str)], coiteration: Option<Coiteration>) -> Program {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(format!("{name}.ron"));
+    let text = std::fs::read_to_string(&path).expect("example exists");
+    let formats: Vec<(String, String)> = formats
+        .iter()
+        .map(|(b, f)| (b.to_string(), f.to_string()))
+        .collect();
+    let mut p = parse_kernel_with_formats(&text, &path, &formats).expect("kernel loads");
+    if let Some(c) = coiteration {
+        let Stmt::Iter(it) = &mut p.body[0] else {
+            panic!("one iteration")
+        };
+        it.coiteration = Some(c);
+    }
+    p
+}
+
+fn coo(shape: (usize, usize), entries: &BTreeMap<(usize, usize), f64>) -> CooTensor {
+    CooTensor {
+        shape: vec![shape.0, shape.1],
+        coords: vec![
+            entries.keys().map(|k| k.0).collect(),
+            entries.keys().map(|k| k.1).collect(),
+        ],
+        values: ArrayData::F64(entries.values().copied().collect()),
+    }
+}
+
+/// How the second operand's pattern relates to the first's.
+#[derive(Clone, Copy, Debug)]
+enum Relation {
+    Independent,
+    Identical,
+    Nested,
+    Disjoint,
+    Empty,
+}
+
+fn values_for(p: &Pattern, seed: u64) -> BTreeMap<(usize, usize), f64> {
+    p.iter()
+        .enumerate()
+        .map(|(e, &k)| {
+            let v = ((e as u64 * 2654435761 + seed) % 17) as f64 / 4.0 - 2.0;
+            (k, if v == 0.0 { 0.5 } else { v })
+        })
+        .collect()
+}
+
+fn pattern(m: usize, n: usize, bits: &[bool]) -> Pattern {
+    (0..m * n)
+        .filter(|&x| bits[x % bits.len()])
+        .map(|x| (x / n.max(1), x % n.max(1)))
+        .collect()
+}
+
+/// Two operands of shape m×n with related patterns.
+fn operands() -> impl Strategy<Value = (usize, usize, Pattern, Pattern)> {
+    (
+        1usize..7,
+        1usize..7,
+        prop::collection::vec(any::<bool>(), 49),
+        prop::collection::vec(any::<bool>(), 49),
+        0u8..5,
+    )
+        .prop_map(|(m, n, a_bits, b_bits, rel)| {
+            let a = pattern(m, n, &a_bits);
+            let other = pattern(m, n, &b_bits);
+            let rel = [
+                Relation::Independent,
+                Relation::Identical,
+                Relation::Nested,
+                Relation::Disjoint,
+                Relation::Empty,
+            ][rel as usize];
+            let b = match rel {
+                Relation::Independent => other,
+                Relation::Identical => a.clone(),
+                Relation::Nested => a.intersection(&other).copied().collect(),
+                Relation::Disjoint => other.difference(&a).copied().collect(),
+                Relation::Empty => Pattern::new(),
+            };
+            (m, n, a, b)
+        })
+}
+
+const INPUT_FORMATS: [&str; 4] = ["csr", "csc", "dcsr", "coo"];
+const OUTPUT_FORMATS: [&str; 3] = ["csr", "dcsr", "csc"];
+
+fn sparse_output(o: &Output) -> BTreeMap<(usize, usize), f64> {
+    let Output::Coo(c) = o else {
+        panic!("a sparse result")
+    };
+    let mut m = BTreeMap::new();
+    for e in 0..c.nnz() {
+        let v = c.values.get(e).expect("value").as_f64();
+        assert!(
+            m.insert((c.coords[0][e], c.coords[1][e]), v).is_none(),
+            "duplicate entry in a unique result"
+        );
+    }
+    m
+}
+
+/// A kernel compiled once (both passes) and run by every target.
+struct Compiled {
+    k: CoKernel,
+    count: Option<lacuna::target::CompiledKernel>,
+    compute: lacuna::target::CompiledKernel,
+}
+
+fn compiled(p: &Program) -> Compiled {
+    let k = CoKernel::new(p).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    let opts = lacuna::target::CodegenOptions::default();
+    let count = k
+        .count
+        .as_ref()
+        .map(|f| lacuna::target::compile(f, &opts).expect("count compiles"));
+    let compute = lacuna::target::compile(&k.compute, &opts).expect("compute compiles");
+    Compiled { k, count, compute }
+}
+
+/// The result by the JIT, the stage-II interpreter and the reference interpreter.
+fn run_all_compiled(
+    c: &Compiled,
+    inputs: &BTreeMap<String, Input>,
+) -> Vec<BTreeMap<(usize, usize), f64>> {
+    let fresh = c.k.bind(inputs, &BTreeMap::new()).expect("binds");
+    let mut jit = fresh.clone();
+    c.k.run(&mut jit, &mut |pass, _, b| {
+        let kernel = match pass {
+            Pass::Count => c.count.as_ref().expect("count pass"),
+            Pass::Compute => &c.compute,
+        };
+        kernel.run(b).map_err(|e| e.to_string())
+    })
+    .expect("jit runs");
+    let mut interp = fresh.clone();
+    c.k.run(&mut interp, &mut |_, f, b| {
+        lacuna::stage2::interpret_func(f, b).map_err(|e| e.to_string())
+    })
+    .expect("interpreter runs (bounds checked)");
+    let reference = c.k.reference(&fresh, inputs).expect("reference runs");
+    vec![
+        sparse_output(&c.k.output(&jit).expect("jit output")),
+        sparse_output(&c.k.output(&interp).expect("interp output")),
+        sparse_output(&reference),
+    ]
+}
+
+fn run_all(p: &Program, inputs: &BTreeMap<String, Input>) -> Vec<BTreeMap<(usize, usize), f64>> {
+    run_all_compiled(&compiled(p), inputs)
+}
+
+/// Deterministic cases from a strategy (one compiled kernel serves them all).
+fn cases<S: Strategy>(s: S, n: usize) -> Vec<S::Value> {
+    use proptest::strategy::ValueTree;
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    (0..n)
+        .map(|_| s.new_tree(&mut runner).expect("a case").current())
+        .collect()
+}
+
+fn cases_count() -> usize {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24)
+}
+
+fn close(a: f64, b: f64, scale: f64) -> bool {
+    (a - b).abs() <= TOL * scale.max(1.0)
+}
+
+/// Checks every target's result against the expected pattern and values.
+fn check(got: &[BTreeMap<(usize, usize), f64>], want: &BTreeMap<(usize, usize), f64>) {
+    let scale = want.values().fold(0.0f64, |m, v| m.max(v.abs()));
+    for (t, g) in got.iter().enumerate() {
+        let gp: Vec<_> = g.keys().collect();
+        let wp: Vec<_> = want.keys().collect();
+        assert_eq!(gp, wp, "target {t}: pattern");
+        for (k, v) in g {
+            assert!(
+                close(*v, want[k], scale),
+                "target {t} at {k:?}: {v} vs {}",
+                want[k]
+            );
+        }
+    }
+    // The JIT and the stage-II interpreter run the same program: bit-identical.
+    assert_eq!(got[0], got[1]);
+}
+
+fn transpose_allowed() -> Option<Coiteration> {
+    Some(Coiteration {
+        merge: Merge::TwoFinger,
+        transpose: true,
+    })
+}
+
+#[test]
+fn spadd_and_spmul_match_the_dense_reference() {
+    let all = cases(operands(), cases_count());
+    let data: Vec<_> = all
+        .iter()
+        .map(|(m, n, pa, pb)| {
+            let (va, vb) = (values_for(pa, 1), values_for(pb, 7));
+            let inputs = BTreeMap::from([
+                ("A".to_string(), Input::Coo(coo((*m, *n), &va))),
+                ("B".to_string(), Input::Coo(coo((*m, *n), &vb))),
+            ]);
+            // SpAdd: the union; an entry present in both holds the sum.
+            let mut sum = va.clone();
+            for (k, v) in &vb {
+                *sum.entry(*k).or_insert(0.0) += v;
+            }
+            // Element-wise multiply: the intersection.
+            let product: BTreeMap<_, _> = va
+                .iter()
+                .filter_map(|(k, a)| vb.get(k).map(|b| (*k, a * b)))
+                .collect();
+            (inputs, sum, product)
+        })
+        .collect();
+    let mut combos: Vec<[&str; 3]> = Vec::new();
+    for fa in INPUT_FORMATS {
+        for fb in INPUT_FORMATS {
+            combos.push([fa, fb, "csr"]);
+        }
+    }
+    for fc in OUTPUT_FORMATS {
+        combos.push(["csr", "coo", fc]);
+    }
+    for [fa, fb, fc] in combos {
+        let formats = [("A", fa), ("B", fb), ("C", fc)];
+        let add = compiled(&kernel("spadd", &formats, transpose_allowed()));
+        let mul = compiled(&kernel("spmul", &formats, transpose_allowed()));
+        for (inputs, sum, product) in &data {
+            check(&run_all_compiled(&add, inputs), sum);
+            check(&run_all_compiled(&mul, inputs), product);
+        }
+    }
+}
+
+#[test]
+fn spgemm_and_masked_spgemm_match_the_dense_reference() {
+    let strategy = (
+        operands(),
+        1usize..7,
+        prop::collection::vec(any::<bool>(), 49),
+        prop::collection::vec(any::<bool>(), 49),
+    );
+    let mut data = Vec::new();
+    for ((m, l, pa, _), n, b_bits, mask_bits) in cases(strategy, cases_count()) {
+        let pb = pattern(l, n, &b_bits);
+        let pm = pattern(m, n, &mask_bits);
+        let (va, vb, vm) = (values_for(&pa, 3), values_for(&pb, 5), values_for(&pm, 11));
+        // Structural product: an entry wherever some k meets, even if the sum cancels.
+        let mut want: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+        for (&(i, k), a) in &va {
+            for (&(k2, j), b) in &vb {
+                if k == k2 {
+                    *want.entry((i, j)).or_insert(0.0) += a * b;
+                }
+            }
+        }
+        let masked: BTreeMap<_, _> = want
+            .iter()
+            .filter_map(|(k, v)| vm.get(k).map(|mv| (*k, mv * v)))
+            .collect();
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(coo((m, l), &va))),
+            ("B".to_string(), Input::Coo(coo((l, n), &vb))),
+            ("M".to_string(), Input::Coo(coo((m, n), &vm))),
+        ]);
+        data.push((inputs, want, masked));
+    }
+    for fa in ["csr", "dcsr", "coo"] {
+        for fb in ["csr", "dcsr", "coo"] {
+            let k = compiled(&kernel("spgemm", &[("A", fa), ("B", fb)], None));
+            for (inputs, want, _) in &data {
+                check(&run_all_compiled(&k, inputs), want);
+            }
+        }
+    }
+    for fc in OUTPUT_FORMATS {
+        let k = compiled(&kernel("spgemm", &[("C", fc)], None));
+        for (inputs, want, _) in &data {
+            check(&run_all_compiled(&k, inputs), want);
+        }
+    }
+    for fm in ["csr", "dcsr", "coo"] {
+        let k = compiled(&kernel("masked_spgemm", &[("M", fm)], None));
+        for (inputs, _, masked) in &data {
+            check(&run_all_compiled(&k, inputs), masked);
+        }
+    }
+}
+
+#[test]
+fn spmspv_and_galloping_intersections() {
+    let pa: Pattern = (0..6)
+        .flat_map(|i| {
+            (0..9)
+                .filter(move |j| (i + j) % 3 != 0)
+                .map(move |j| (i, j))
+        })
+        .collect();
+    let va = values_for(&pa, 2);
+    let x: BTreeMap<usize, f64> = [(1, 2.0), (4, -1.0), (8, 0.5)].into();
+    let xt = CooTensor {
+        shape: vec![9],
+        coords: vec![x.keys().copied().collect()],
+        values: ArrayData::F64(x.values().copied().collect()),
+    };
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo((6, 9), &va))),
+        ("x".to_string(), Input::Coo(xt)),
+    ]);
+    let p = kernel("spmspv", &[], None);
+    let r = run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1).expect("runs");
+    let Output::Coo(y) = &r.outputs["y"] else {
+        panic!("sparse y")
+    };
+    let mut want: BTreeMap<usize, f64> = BTreeMap::new();
+    for (&(i, j), a) in &va {
+        if let Some(xv) = x.get(&j) {
+            *want.entry(i).or_insert(0.0) += a * xv;
+        }
+    }
+    let got: BTreeMap<usize, f64> = (0..y.nnz())
+        .map(|e| (y.coords[0][e], y.values.get(e).unwrap().as_f64()))
+        .collect();
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (k, v) in &want {
+        assert!(close(got[k], *v, 4.0));
+    }
+    // Galloping gives the two-finger result on an intersection of a dense-ish and a sparse row.
+    let pb: Pattern = [(0, 8), (1, 1), (2, 5), (5, 0), (5, 8)].into();
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo((6, 9), &va))),
+        (
+            "B".to_string(),
+            Input::Coo(coo((6, 9), &values_for(&pb, 4))),
+        ),
+    ]);
+    let two = run_all(&kernel("spmul", &[], None), &inputs);
+    let gallop = run_all(
+        &kernel(
+            "spmul",
+            &[],
+            Some(Coiteration {
+                merge: Merge::Galloping,
+                transpose: false,
+            }),
+        ),
+        &inputs,
+    );
+    assert_eq!(two, gallop);
+    assert!(!two[0].is_empty());
+}
+
+#[test]
+fn golden_merge_lattices() {
+    let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+    let (a, b, c) = (
+        || TExpr::Access(0),
+        || TExpr::Access(1),
+        || TExpr::Access(2),
+    );
+    let bin = |op, x, y| TExpr::Binary(op, Box::new(x), Box::new(y));
+    let render = |e: &TExpr| lattice::build(e, &|_| true).render(&names, &[]);
+    assert_eq!(render(&bin(BinOp::Mul, a(), b())), "[a b] (a * b)\n");
+    assert_eq!(
+        render(&bin(BinOp::Add, a(), b())),
+        "[a b] (a + b)\n[a] a\n[b] b\n"
+    );
+    assert_eq!(
+        render(&bin(BinOp::Add, bin(BinOp::Mul, a(), b()), c())),
+        "[a b c] ((a * b) + c)\n[a b] (a * b)\n[c] c\n"
+    );
+    assert_eq!(
+        render(&bin(BinOp::Mul, bin(BinOp::Add, a(), b()), c())),
+        "[a b c] ((a + b) * c)\n[a c] (a * c)\n[b c] (b * c)\n"
+    );
+    // a - b: b alone is negated. A dense operand (c) in a union covers the dense range: only
+    // the points holding it are kept.
+    assert_eq!(
+        render(&bin(BinOp::Sub, a(), b())),
+        "[a b] (a - b)\n[a] a\n[b] -b\n"
+    );
+    let dense_c = lattice::build(&bin(BinOp::Add, a(), c()), &|t| t != 2).render(&names, &[]);
+    assert_eq!(dense_c, "[a U] (a + c)\n[U] c\n");
+    // ... and multiplying by it is located, not iterated.
+    let times_c = lattice::build(&bin(BinOp::Mul, a(), c()), &|t| t != 2).render(&names, &[]);
+    assert_eq!(times_c, "[a] (a * c)\n");
+}
+
+#[test]
+fn galloping_on_a_union_is_an_error() {
+    let p = kernel(
+        "spadd",
+        &[],
+        Some(Coiteration {
+            merge: Merge::Galloping,
+            transpose: false,
+        }),
+    );
+    let err = CoKernel::new(&p).expect_err("galloping on a union");
+    assert!(
+        matches!(err, CoiterError::GallopingUnion { ref var } if var == "j"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inconsistent_level_orders_need_permission_to_transpose() {
+    let p = kernel("spadd", &[("A", "csr"), ("B", "csc")], None);
+    let err = CoKernel::new(&p).expect_err("no order respects CSR and CSC");
+    assert!(
+        matches!(err, CoiterError::InconsistentLevelOrder { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("`A` (i → j)") && err.to_string().contains("`B` (j → i)"),
+        "{err}"
+    );
+    let k = CoKernel::new(&kernel(
+        "spadd",
+        &[("A", "csr"), ("B", "csc")],
+        transpose_allowed(),
+    ))
+    .expect("transposed copy");
+    assert_eq!(k.plan.transposed, vec![false, false, true]);
+}
+
+#[test]
+fn shape_mismatch_and_missing_inputs_are_typed_errors() {
+    let p = kernel("spadd", &[], None);
+    let a = coo((3, 4), &[((0, 1), 1.0)].into());
+    let b = coo((4, 3), &[((1, 0), 1.0)].into());
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(a.clone())),
+        ("B".to_string(), Input::Coo(b)),
+    ]);
+    let err = match run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1) {
+        Err(e) => e,
+        Ok(_) => panic!("a shape mismatch must be an error"),
+    };
+    assert!(
+        matches!(err, DriverError::Coiter(CoiterError::Input { ref buffer, .. }) if buffer == "B"),
+        "{err}"
+    );
+    let inputs = BTreeMap::from([("A".to_string(), Input::Coo(a))]);
+    let err = match run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1) {
+        Err(e) => e,
+        Ok(_) => panic!("a missing input must be an error"),
+    };
+    assert!(err.to_string().contains("`B`"), "{err}");
+}
+
+#[test]
+fn sparse_iteration_pipeline_refuses_coiteration_kernels() {
+    let p = kernel("spadd", &[], None);
+    let err = lacuna::stage2::lower(&p, &Default::default(), &mut |_, _| {}).expect_err("refused");
+    assert!(err.to_string().contains("co-iterates"), "{err}");
+}
