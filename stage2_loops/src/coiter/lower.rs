@@ -1196,7 +1196,7 @@ impl Gen<'_> {
 }
 
 /// The type an expression has by itself.
-fn natural(a: &Assignment, e: &TExpr) -> DType {
+pub(crate) fn natural(a: &Assignment, e: &TExpr) -> DType {
     match e {
         TExpr::Access(t) => a.tensors[*t].dtype,
         TExpr::Float(_) => DType::F64,

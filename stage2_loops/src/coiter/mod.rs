@@ -575,14 +575,14 @@ fn eval_point(
         TExpr::Coord(v) => Some(Scalar::I64(point[*v] as i64).cast(want)),
         TExpr::Unary(op, x) => eval_point(a, ops, x, point, want).map(|x| eval_unop(*op, x)),
         TExpr::Cast(t, x) => {
-            let inner = eval_point(a, ops, x, point, natural_type(a, x))?;
+            let inner = eval_point(a, ops, x, point, lower::natural(a, x))?;
             Some(inner.cast(*t).cast(want))
         }
         TExpr::Binary(op, x, y) => {
             let ty = if op.is_comparison() || op.is_logical() {
                 match (&**x, &**y) {
-                    (TExpr::Float(_) | TExpr::Int(_), other) => natural_type(a, other),
-                    (other, _) => natural_type(a, other),
+                    (TExpr::Float(_) | TExpr::Int(_), other) => lower::natural(a, other),
+                    (other, _) => lower::natural(a, other),
                 }
             } else {
                 want
@@ -601,25 +601,6 @@ fn eval_point(
                 _ => return None,
             };
             Some(r.cast(want))
-        }
-    }
-}
-
-fn natural_type(a: &Assignment, e: &TExpr) -> DType {
-    match e {
-        TExpr::Access(t) => a.tensors[*t].dtype,
-        TExpr::Float(_) => DType::F64,
-        TExpr::Int(_) | TExpr::Coord(_) => DType::I64,
-        TExpr::Unary(_, x) => natural_type(a, x),
-        TExpr::Cast(t, _) => *t,
-        TExpr::Binary(op, x, y) => {
-            if op.is_comparison() || op.is_logical() {
-                DType::Bool
-            } else if matches!(**x, TExpr::Float(_) | TExpr::Int(_)) {
-                natural_type(a, y)
-            } else {
-                natural_type(a, x)
-            }
         }
     }
 }
