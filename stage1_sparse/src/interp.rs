@@ -13,6 +13,12 @@ use std::collections::BTreeMap;
 /// A failure while interpreting (inconsistent bindings or an unsupported construct).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum InterpError {
+    /// A construct this interpreter does not run.
+    #[error("{what}")]
+    Unsupported {
+        /// What.
+        what: String,
+    },
     /// A buffer, axis or parameter has no data.
     #[error("no data bound for {what} `{name}`")]
     Unbound {
@@ -375,6 +381,11 @@ impl<'a> Interp<'a> {
                 }
             }
             Expr::Cast(t, a) => self.eval(a, scope)?.cast(*t),
+            Expr::Semiring(s) => {
+                return Err(InterpError::Unsupported {
+                    what: format!("`{s}`: semiring operations run by co-iteration only"),
+                })
+            }
         })
     }
 }

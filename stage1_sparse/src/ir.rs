@@ -469,6 +469,184 @@ pub enum Expr {
     Select(Box<Expr>, Box<Expr>, Box<Expr>),
     /// `f32(x)`, `i64(x)`, ...
     Cast(DType, Box<Expr>),
+    /// One of MLIR's semiring operations (co-iteration kernels only).
+    Semiring(Box<Semiring>),
+}
+
+/// A region of a semiring operation: a computation over the region arguments `x` (and `y`)
+/// and the iterator coordinates, the operand itself, or nothing (no entry).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Region {
+    /// No entry (`empty`).
+    Empty,
+    /// The operand's value (`identity`).
+    Identity,
+    /// A computation.
+    Expr(Expr),
+}
+
+/// MLIR's `sparse_tensor` semiring operations, as they appear in a store's expression. Their
+/// regions decide where the result has entries: `binary` has one where its regions say,
+/// `unary` where its operand is (`present`) or is not (`absent`), `select` where the predicate
+/// holds, and `reduce` combines every value reduced into one result entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Semiring {
+    /// `binary(a, b, overlap, left, right)`: `overlap` over `x`, `y` where both are stored,
+    /// `left` over `x` where only `a` is, `right` over `y` where only `b` is.
+    Binary {
+        /// Left operand.
+        a: Expr,
+        /// Right operand.
+        b: Expr,
+        /// Both present.
+        overlap: Region,
+        /// Only `a` present.
+        left: Region,
+        /// Only `b` present.
+        right: Region,
+    },
+    /// `unary(a, present, absent)`: `present` over `x` where `a` is stored, `absent` elsewhere.
+    Unary {
+        /// Operand.
+        a: Expr,
+        /// `a` present.
+        present: Region,
+        /// `a` absent (not `identity`).
+        absent: Region,
+    },
+    /// `select(a, pred)` with two arguments: `a`'s entries for which `pred` (over `x`) holds.
+    Select {
+        /// Operand.
+        a: Expr,
+        /// Predicate over `x`.
+        pred: Expr,
+    },
+    /// `reduce(value, combine, identity)`: the reduction of a store `C[..] = reduce(...)`,
+    /// combining the entry so far `x` with each `value` as `y`, starting from `identity`.
+    Reduce {
+        /// Reduced value.
+        value: Expr,
+        /// Combiner over `x` (the entry so far) and `y` (the next value).
+        combine: Expr,
+        /// First value of every entry.
+        identity: Expr,
+    },
+}
+
+impl Semiring {
+    /// The operands and region computations, operands first.
+    pub fn exprs(&self) -> Vec<&Expr> {
+        fn region(r: &Region) -> Option<&Expr> {
+            match r {
+                Region::Expr(e) => Some(e),
+                _ => None,
+            }
+        }
+        match self {
+            Semiring::Binary {
+                a,
+                b,
+                overlap,
+                left,
+                right,
+            } => [
+                Some(a),
+                Some(b),
+                region(overlap),
+                region(left),
+                region(right),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            Semiring::Unary { a, present, absent } => [Some(a), region(present), region(absent)]
+                .into_iter()
+                .flatten()
+                .collect(),
+            Semiring::Select { a, pred } => vec![a, pred],
+            Semiring::Reduce {
+                value,
+                combine,
+                identity,
+            } => vec![value, identity, combine],
+        }
+    }
+    /// The same operation with every operand and region computation mapped by `f`.
+    pub fn map(&self, f: &mut dyn FnMut(&Expr) -> Expr) -> Semiring {
+        let mut region = |r: &Region, f: &mut dyn FnMut(&Expr) -> Expr| match r {
+            Region::Expr(e) => Region::Expr(f(e)),
+            other => other.clone(),
+        };
+        match self {
+            Semiring::Binary {
+                a,
+                b,
+                overlap,
+                left,
+                right,
+            } => Semiring::Binary {
+                a: f(a),
+                b: f(b),
+                overlap: region(overlap, f),
+                left: region(left, f),
+                right: region(right, f),
+            },
+            Semiring::Unary { a, present, absent } => Semiring::Unary {
+                a: f(a),
+                present: region(present, f),
+                absent: region(absent, f),
+            },
+            Semiring::Select { a, pred } => Semiring::Select {
+                a: f(a),
+                pred: f(pred),
+            },
+            Semiring::Reduce {
+                value,
+                combine,
+                identity,
+            } => Semiring::Reduce {
+                value: f(value),
+                combine: f(combine),
+                identity: f(identity),
+            },
+        }
+    }
+    /// The operands (not region computations).
+    pub fn operands(&self) -> Vec<&Expr> {
+        match self {
+            Semiring::Binary { a, b, .. } => vec![a, b],
+            Semiring::Unary { a, .. } | Semiring::Select { a, .. } => vec![a],
+            Semiring::Reduce {
+                value, identity, ..
+            } => vec![value, identity],
+        }
+    }
+}
+
+/// `e` with every variable `x` replaced by `with("x")` where that gives an expression.
+pub fn substitute(e: &Expr, with: &dyn Fn(&str) -> Option<Expr>) -> Expr {
+    match e {
+        Expr::Var(v) => with(v).unwrap_or_else(|| e.clone()),
+        Expr::Int(_) | Expr::Float(_) => e.clone(),
+        Expr::Load { buffer, indices } => Expr::Load {
+            buffer: buffer.clone(),
+            indices: indices.iter().map(|i| substitute(i, with)).collect(),
+        },
+        Expr::Unary(op, a) => Expr::Unary(*op, Box::new(substitute(a, with))),
+        Expr::Cast(t, a) => Expr::Cast(*t, Box::new(substitute(a, with))),
+        Expr::Binary(op, a, b) => Expr::Binary(
+            *op,
+            Box::new(substitute(a, with)),
+            Box::new(substitute(b, with)),
+        ),
+        Expr::Select(c, a, b) => Expr::Select(
+            Box::new(substitute(c, with)),
+            Box::new(substitute(a, with)),
+            Box::new(substitute(b, with)),
+        ),
+        // Region arguments are bound by the inner operation.
+        Expr::Semiring(s) => Expr::Semiring(Box::new(s.map(&mut |x| substitute(x, with)))),
+    }
 }
 
 impl Program {
@@ -531,6 +709,21 @@ impl Expr {
                 c.for_each_var(f);
                 a.for_each_var(f);
                 b.for_each_var(f);
+            }
+            Expr::Semiring(s) => {
+                // Region arguments `x` and `y` are not iterators.
+                let operands = s.operands().len();
+                for (k, e) in s.exprs().into_iter().enumerate() {
+                    if k < operands {
+                        e.for_each_var(f);
+                    } else {
+                        e.for_each_var(&mut |v| {
+                            if v != "x" && v != "y" {
+                                f(v)
+                            }
+                        });
+                    }
+                }
             }
         }
     }

@@ -13,8 +13,11 @@
 //! primary := INT | FLOAT | IDENT | IDENT '[' exprs? ']' | IDENT '(' exprs ')' | '(' expr ')'
 //! ```
 //! Calls: `min max pow` (2 arguments), `abs exp log sqrt` (1), `select` (3), casts `f32 f64 i32 i64` (1).
+//! MLIR's semiring operations (co-iteration kernels): `binary(a, b, OVERLAP, LEFT, RIGHT)`,
+//! `unary(a, PRESENT, ABSENT)`, `select(a, PRED)`, `reduce(VALUE, COMBINE, IDENTITY)`; a region
+//! is an expression over `x` (and `y`), or `identity`, or `empty`.
 
-use crate::ir::{BinOp, Expr, Size, Store, UnOp};
+use crate::ir::{BinOp, Expr, Region, Semiring, Size, Store, UnOp};
 use lacuna_ir::DType;
 use std::fmt;
 
@@ -331,7 +334,75 @@ impl Parser {
     }
 }
 
+fn region(e: Expr) -> Region {
+    match e {
+        Expr::Var(v) if v == "identity" => Region::Identity,
+        Expr::Var(v) if v == "empty" => Region::Empty,
+        other => Region::Expr(other),
+    }
+}
+
 fn call(name: &str, mut args: Vec<Expr>, at: usize) -> Result<Expr, ParseError> {
+    let semiring = match (name, args.len()) {
+        ("binary", 5) => {
+            let mut it = args.drain(..);
+            let (a, b) = (it.next(), it.next());
+            let (o, l, r) = (it.next(), it.next(), it.next());
+            match (a, b, o, l, r) {
+                (Some(a), Some(b), Some(o), Some(l), Some(r)) => Some(Semiring::Binary {
+                    a,
+                    b,
+                    overlap: region(o),
+                    left: region(l),
+                    right: region(r),
+                }),
+                _ => None,
+            }
+        }
+        ("unary", 3) => {
+            let mut it = args.drain(..);
+            match (it.next(), it.next(), it.next()) {
+                (Some(a), Some(p), Some(q)) => Some(Semiring::Unary {
+                    a,
+                    present: region(p),
+                    absent: region(q),
+                }),
+                _ => None,
+            }
+        }
+        ("select", 2) => {
+            let mut it = args.drain(..);
+            match (it.next(), it.next()) {
+                (Some(a), Some(pred)) => Some(Semiring::Select { a, pred }),
+                _ => None,
+            }
+        }
+        ("reduce", 3) => {
+            let mut it = args.drain(..);
+            match (it.next(), it.next(), it.next()) {
+                (Some(value), Some(combine), Some(identity)) => Some(Semiring::Reduce {
+                    value,
+                    combine,
+                    identity,
+                }),
+                _ => None,
+            }
+        }
+        ("binary", n) | ("unary", n) | ("reduce", n) => {
+            let want = match name {
+                "binary" => 5,
+                _ => 3,
+            };
+            return Err(err(
+                at,
+                format!("`{name}` takes {want} arguments, found {n}"),
+            ));
+        }
+        _ => None,
+    };
+    if let Some(s) = semiring {
+        return Ok(Expr::Semiring(Box::new(s)));
+    }
     let arity = match name {
         "abs" | "exp" | "log" | "sqrt" | "f32" | "f64" | "i32" | "i64" => 1,
         "min" | "max" | "pow" => 2,

@@ -2,7 +2,10 @@
 //!
 //! Expressions print with the fewest parentheses that parse back to the same tree.
 
-use crate::ir::{Axis, AxisKind, BinOp, Buffer, Expr, Iteration, Program, Role, Stmt, Store, UnOp};
+use crate::ir::{
+    Axis, AxisKind, BinOp, Buffer, Expr, Iteration, Program, Region, Role, Semiring, Stmt, Store,
+    UnOp,
+};
 use std::fmt::{self, Write};
 
 fn join(v: &[Expr]) -> String {
@@ -83,6 +86,38 @@ impl fmt::Display for Expr {
             },
             Expr::Select(c, a, b) => write!(f, "select({c}, {a}, {b})"),
             Expr::Cast(t, a) => write!(f, "{t}({a})"),
+            Expr::Semiring(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Region::Empty => f.write_str("empty"),
+            Region::Identity => f.write_str("identity"),
+            Region::Expr(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl fmt::Display for Semiring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Semiring::Binary {
+                a,
+                b,
+                overlap,
+                left,
+                right,
+            } => write!(f, "binary({a}, {b}, {overlap}, {left}, {right})"),
+            Semiring::Unary { a, present, absent } => write!(f, "unary({a}, {present}, {absent})"),
+            Semiring::Select { a, pred } => write!(f, "select({a}, {pred})"),
+            Semiring::Reduce {
+                value,
+                combine,
+                identity,
+            } => write!(f, "reduce({value}, {combine}, {identity})"),
         }
     }
 }

@@ -554,6 +554,7 @@ impl Cx<'_> {
                 Box::new(self.expr(b, rw)),
             ),
             Expr::Cast(t, a) => Expr::Cast(*t, Box::new(self.expr(a, rw))),
+            Expr::Semiring(s) => Expr::Semiring(Box::new(s.map(&mut |x| self.expr(x, rw)))),
         }
     }
 }
@@ -573,5 +574,6 @@ fn walk(e: &Expr, f: &mut dyn FnMut(&Expr)) {
             walk(a, f);
             walk(b, f);
         }
+        Expr::Semiring(s) => s.exprs().into_iter().for_each(|x| walk(x, f)),
     }
 }

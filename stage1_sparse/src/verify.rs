@@ -6,8 +6,8 @@
 //! explicit casts (`f64(x)`).
 
 use crate::ir::{
-    AxisKind, BinOp, Expr, IterKind, Iteration, Program, Role, Size, Stmt, Store, UnOp,
-    KERNEL_FORMAT_VERSION,
+    substitute, AxisKind, BinOp, Expr, IterKind, Iteration, Program, Region, Role, Semiring, Size,
+    Stmt, Store, UnOp, KERNEL_FORMAT_VERSION,
 };
 use lacuna_ir::DType;
 use std::collections::{BTreeMap, BTreeSet};
@@ -360,7 +360,110 @@ pub fn type_of(e: &Expr, buffers: &BTreeMap<String, DType>) -> Result<Ty, String
                 weak: false,
             }
         }
+        Expr::Semiring(s) => semiring_type(s, buffers)?,
     })
+}
+
+/// The type of a semiring operation: its regions (with `x`, `y` typed as the operands) must
+/// agree with each other.
+fn semiring_type(s: &Semiring, buffers: &BTreeMap<String, DType>) -> Result<Ty, String> {
+    let with = |x: &Expr, y: Option<&Expr>, r: &Expr| {
+        substitute(r, &|v| match v {
+            "x" => Some(x.clone()),
+            "y" => y.cloned(),
+            _ => None,
+        })
+    };
+    let mut types: Vec<(&str, Ty)> = Vec::new();
+    let agree = |types: &[(&str, Ty)], what: &str| -> Result<Ty, String> {
+        let mut it = types.iter();
+        let Some(&(first_name, first)) = it.next() else {
+            return Err(format!("`{what}` with every region empty has no entries"));
+        };
+        it.try_fold(first, |acc, &(name, t)| {
+            unify(acc, t).map_err(|_| {
+                format!(
+                    "`{what}`: region `{first_name}` gives {} but region `{name}` gives {}",
+                    acc.dtype, t.dtype
+                )
+            })
+        })
+    };
+    match s {
+        Semiring::Binary {
+            a,
+            b,
+            overlap,
+            left,
+            right,
+        } => {
+            let (ta, tb) = (type_of(a, buffers)?, type_of(b, buffers)?);
+            match overlap {
+                Region::Expr(r) => types.push(("overlap", type_of(&with(a, Some(b), r), buffers)?)),
+                Region::Identity => {
+                    return Err("`binary`: the overlap region cannot be `identity`".into())
+                }
+                Region::Empty => {}
+            }
+            match left {
+                Region::Expr(r) => types.push(("left", type_of(&with(a, None, r), buffers)?)),
+                Region::Identity => types.push(("left", ta)),
+                Region::Empty => {}
+            }
+            match right {
+                // The right region's argument is `y`.
+                Region::Expr(r) => types.push(("right", type_of(&with(b, Some(b), r), buffers)?)),
+                Region::Identity => types.push(("right", tb)),
+                Region::Empty => {}
+            }
+            agree(&types, "binary")
+        }
+        Semiring::Unary { a, present, absent } => {
+            let ta = type_of(a, buffers)?;
+            match present {
+                Region::Expr(r) => types.push(("present", type_of(&with(a, None, r), buffers)?)),
+                Region::Identity => types.push(("present", ta)),
+                Region::Empty => {}
+            }
+            match absent {
+                Region::Expr(r) => {
+                    if r.mentions("x") {
+                        return Err("`unary`: the absent region has no `x`".into());
+                    }
+                    types.push(("absent", type_of(r, buffers)?))
+                }
+                Region::Identity => {
+                    return Err("`unary`: the absent region cannot be `identity`".into())
+                }
+                Region::Empty => {}
+            }
+            agree(&types, "unary")
+        }
+        Semiring::Select { a, pred } => {
+            let ta = type_of(a, buffers)?;
+            let tp = type_of(&with(a, None, pred), buffers)?;
+            if tp.dtype != DType::Bool {
+                return Err(format!(
+                    "`select`'s predicate must be bool, found {}",
+                    tp.dtype
+                ));
+            }
+            Ok(ta)
+        }
+        Semiring::Reduce {
+            value,
+            combine,
+            identity,
+        } => {
+            types.push(("value", type_of(value, buffers)?));
+            types.push(("identity", type_of(identity, buffers)?));
+            types.push((
+                "combine",
+                type_of(&with(value, Some(value), combine), buffers)?,
+            ));
+            agree(&types, "reduce")
+        }
+    }
 }
 
 struct Checker<'p> {
@@ -690,6 +793,15 @@ impl<'p> Checker<'p> {
                 self.expr(context, a, scope)?;
                 self.expr(context, b, scope)
             }
+            Expr::Semiring(s) => {
+                // Regions are checked with `x` and `y` replaced by an operand.
+                let x = s.operands()[0].clone();
+                for e in s.exprs() {
+                    let e = substitute(e, &|v| matches!(v, "x" | "y").then(|| x.clone()));
+                    self.expr(context, &e, scope)?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -778,6 +890,8 @@ pub fn resolve_literals(e: &Expr, want: Option<DType>, buffers: &BTreeMap<String
             rec(b, Some(target)),
         ),
         Expr::Cast(t, a) => Expr::Cast(*t, rec(a, None)),
+        // Typed by co-iteration's own rules (`lacuna_stage2::coiter`).
+        Expr::Semiring(_) => e.clone(),
     }
 }
 
@@ -797,6 +911,9 @@ pub fn concrete_type(e: &Expr, buffers: &BTreeMap<String, DType>) -> DType {
         }
         Expr::Select(_, a, _) => concrete_type(a, buffers),
         Expr::Cast(t, _) => *t,
+        Expr::Semiring(s) => type_of(e, buffers)
+            .map(|t| t.dtype)
+            .unwrap_or_else(|_| concrete_type(s.operands()[0], buffers)),
     }
 }
 

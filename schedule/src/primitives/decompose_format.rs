@@ -255,6 +255,7 @@ fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
             visit(a, f);
             visit(b, f);
         }
+        Expr::Semiring(s) => s.exprs().into_iter().for_each(|x| visit(x, f)),
     }
 }
 
@@ -436,6 +437,7 @@ fn substitute(
         Expr::Binary(op, a, b) => Expr::Binary(*op, rec(a), rec(b)),
         Expr::Select(c, a, b) => Expr::Select(rec(c), rec(a), rec(b)),
         Expr::Cast(t, a) => Expr::Cast(*t, rec(a)),
+        Expr::Semiring(s) => Expr::Semiring(Box::new(s.map(&mut |x| *rec(x)))),
     }
 }
 

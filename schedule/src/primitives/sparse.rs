@@ -255,5 +255,9 @@ fn factor_axis(
         Expr::Select(c, a, b) => factor_axis(c, buffer, var, axes)
             .or_else(|| factor_axis(a, buffer, var, axes))
             .or_else(|| factor_axis(b, buffer, var, axes)),
+        Expr::Semiring(s) => s
+            .exprs()
+            .into_iter()
+            .find_map(|x| factor_axis(x, buffer, var, axes)),
     }
 }

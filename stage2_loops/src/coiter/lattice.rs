@@ -9,7 +9,7 @@
 //! whose expression is absent, and — when the first point holds the universe — every point
 //! without it (never reached: the universe is always present) are dropped.
 
-use super::notation::TExpr;
+use super::notation::{subst, TExpr, TRegion};
 use lacuna_stage1::BinOp;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -21,8 +21,9 @@ pub struct Point {
     pub iters: BTreeSet<usize>,
     /// Whether the point covers the whole dense range.
     pub universe: bool,
-    /// The expression computed where exactly these are present.
-    pub expr: TExpr,
+    /// The expression computed where exactly these are present; `None` where the result has
+    /// no entry (a case that only shadows the cases below it).
+    pub expr: Option<TExpr>,
 }
 
 /// The lattice of one index variable.
@@ -55,16 +56,19 @@ pub fn build(e: &TExpr, sparse: &dyn Fn(usize) -> bool) -> Lattice {
         {
             continue;
         }
-        if let Some(expr) = restrict(e, &|t| !sparse(t) || iters.contains(&t)) {
-            points.push(Point {
-                iters,
-                universe,
-                expr,
-            });
-        }
+        let expr = restrict(e, &|t| !sparse(t) || iters.contains(&t));
+        points.push(Point {
+            iters,
+            universe,
+            expr,
+        });
     }
     if points.first().is_some_and(|p| p.universe) {
         points.retain(|p| p.universe);
+    }
+    // Trailing points without entries shadow nothing.
+    while points.last().is_some_and(|p| p.expr.is_none()) {
+        points.pop();
     }
     Lattice { points }
 }
@@ -75,7 +79,38 @@ fn shapes(e: &TExpr, sparse: &dyn Fn(usize) -> bool) -> Vec<Shape> {
         TExpr::Access(_) | TExpr::Float(_) | TExpr::Int(_) | TExpr::Coord(_) => {
             vec![(BTreeSet::new(), true)]
         }
-        TExpr::Unary(_, a) | TExpr::Cast(_, a) => shapes(a, sparse),
+        TExpr::Arg(_) => vec![(BTreeSet::new(), true)],
+        TExpr::Unary(_, a) | TExpr::Cast(_, a) | TExpr::SSelect(a, _) => shapes(a, sparse),
+        TExpr::Cond(c, a, b) => {
+            let mut out = shapes(c, sparse);
+            for x in [a, b] {
+                out = product(&out, &shapes(x, sparse), false);
+            }
+            out
+        }
+        TExpr::SUnary(a, r) => {
+            let la = shapes(a, sparse);
+            if r[1].is_some() {
+                // Entries everywhere: `a`'s iterators tell present from absent.
+                let mut out: Vec<Shape> = la.into_iter().map(|(s, _)| (s, true)).collect();
+                out.push((BTreeSet::new(), true));
+                out
+            } else {
+                la
+            }
+        }
+        TExpr::SBinary(a, b, r) => {
+            let (la, lb) = (shapes(a, sparse), shapes(b, sparse));
+            let union = r[1].is_some() || r[2].is_some();
+            let mut out = product(&la, &lb, union);
+            if r[1].is_some() {
+                out.extend(la);
+            }
+            if r[2].is_some() {
+                out.extend(lb);
+            }
+            out
+        }
         TExpr::Binary(op, a, b) => {
             let (la, lb) = (shapes(a, sparse), shapes(b, sparse));
             let union = is_union(*op);
@@ -102,6 +137,19 @@ fn shapes(e: &TExpr, sparse: &dyn Fn(usize) -> bool) -> Vec<Shape> {
     }
 }
 
+/// Every pair of points of `la` and `lb`, both present.
+fn product(la: &[Shape], lb: &[Shape], union: bool) -> Vec<Shape> {
+    let mut out = Vec::new();
+    for (sa, ua) in la {
+        for (sb, ub) in lb {
+            let iters: BTreeSet<usize> = sa.union(sb).copied().collect();
+            let universe = if union { *ua || *ub } else { *ua && *ub };
+            out.push((iters, universe));
+        }
+    }
+    out
+}
+
 /// True for the operations whose result is present where either operand is.
 pub fn is_union(op: BinOp) -> bool {
     matches!(op, BinOp::Add | BinOp::Sub)
@@ -111,7 +159,42 @@ pub fn is_union(op: BinOp) -> bool {
 pub fn restrict(e: &TExpr, present: &dyn Fn(usize) -> bool) -> Option<TExpr> {
     match e {
         TExpr::Access(t) => present(*t).then(|| e.clone()),
-        TExpr::Float(_) | TExpr::Int(_) | TExpr::Coord(_) => Some(e.clone()),
+        TExpr::Float(_) | TExpr::Int(_) | TExpr::Coord(_) | TExpr::Arg(_) => Some(e.clone()),
+        TExpr::Cond(c, a, b) => Some(TExpr::Cond(
+            Box::new(restrict(c, present)?),
+            Box::new(restrict(a, present)?),
+            Box::new(restrict(b, present)?),
+        )),
+        TExpr::SSelect(a, p) => {
+            restrict(a, present).map(|a| TExpr::SSelect(Box::new(a), p.clone()))
+        }
+        TExpr::SUnary(a, r) => match restrict(a, present) {
+            // Still present: the `present` region applies where the entry is reached.
+            Some(x) => Some(TExpr::SUnary(Box::new(x), r.clone())),
+            None => match &r[1] {
+                TRegion::Expr(f) => Some(f.clone()),
+                _ => None,
+            },
+        },
+        TExpr::SBinary(a, b, r) => {
+            let region = |reg: &TRegion, v: TExpr, k: usize| -> Option<TExpr> {
+                match reg {
+                    TRegion::Empty => None,
+                    TRegion::Identity => Some(v),
+                    TRegion::Expr(f) => {
+                        let mut args = [None, None];
+                        args[k] = Some(&v);
+                        Some(subst(f, &args))
+                    }
+                }
+            };
+            match (restrict(a, present), restrict(b, present)) {
+                (Some(x), Some(y)) => Some(TExpr::SBinary(Box::new(x), Box::new(y), r.clone())),
+                (Some(x), None) => region(&r[1], x, 0),
+                (None, Some(y)) => region(&r[2], y, 1),
+                (None, None) => None,
+            }
+        }
         TExpr::Unary(op, a) => restrict(a, present).map(|a| TExpr::Unary(*op, Box::new(a))),
         TExpr::Cast(t, a) => restrict(a, present).map(|a| TExpr::Cast(*t, Box::new(a))),
         TExpr::Binary(op, a, b) => {
@@ -158,6 +241,40 @@ impl fmt::Display for Named<'_> {
                 write!(f, "{}({}, {})", op.symbol(), n(a), n(b))
             }
             TExpr::Binary(op, a, b) => write!(f, "({} {} {})", n(a), op.symbol(), n(b)),
+            TExpr::Cond(c, a, b) => write!(f, "select({}, {}, {})", n(c), n(a), n(b)),
+            TExpr::Arg(k) => f.write_str(if *k == 0 { "x" } else { "y" }),
+            TExpr::SBinary(a, b, r) => write!(
+                f,
+                "binary({}, {}, {}, {}, {})",
+                n(a),
+                n(b),
+                self.region(&r[0]),
+                self.region(&r[1]),
+                self.region(&r[2])
+            ),
+            TExpr::SUnary(a, r) => write!(
+                f,
+                "unary({}, {}, {})",
+                n(a),
+                self.region(&r[0]),
+                self.region(&r[1])
+            ),
+            TExpr::SSelect(a, p) => write!(f, "select({}, {})", n(a), n(p)),
+        }
+    }
+}
+
+impl Named<'_> {
+    fn region(&self, r: &TRegion) -> String {
+        match r {
+            TRegion::Empty => "empty".into(),
+            TRegion::Identity => "identity".into(),
+            TRegion::Expr(e) => Named {
+                expr: e,
+                tensors: self.tensors,
+                vars: self.vars,
+            }
+            .to_string(),
         }
     }
 }
@@ -171,15 +288,16 @@ impl Lattice {
             if p.universe {
                 names.push("U");
             }
-            out.push_str(&format!(
-                "[{}] {}\n",
-                names.join(" "),
-                Named {
-                    expr: &p.expr,
+            let expr = match &p.expr {
+                Some(e) => Named {
+                    expr: e,
                     tensors,
-                    vars
+                    vars,
                 }
-            ));
+                .to_string(),
+                None => "(no entry)".into(),
+            };
+            out.push_str(&format!("[{}] {expr}\n", names.join(" ")));
         }
         out
     }

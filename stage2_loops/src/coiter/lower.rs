@@ -17,8 +17,9 @@
 //! (`C.w` values, `C.flag` marks, `C.list` the coordinates added), whose coordinates are sorted
 //! (heap sort) and compressed at the end of the row.
 
+use super::lattice;
 use super::lattice::{build, Lattice, Point};
-use super::notation::{Assignment, TExpr};
+use super::notation::{Assignment, TExpr, TRegion};
 use super::CoiterError;
 use crate::ir::{BufferDecl, BufferKind, Expr, ForKind, Func, Stmt};
 use lacuna_ir::encoding::{Encoding, LevelType};
@@ -844,6 +845,12 @@ impl Gen<'_> {
                 None
             };
         }
+        let Some(qexpr) = &q.expr else {
+            // A case without entries: it only keeps the cases below from matching.
+            self.next = saved.0;
+            self.handles = saved.1;
+            return Ok(vec![]);
+        };
         let out = if reduce_below {
             let acc = self.fresh("acc");
             let hit = self.fresh("hit");
@@ -855,7 +862,7 @@ impl Gen<'_> {
                     hit: hit.clone(),
                 },
             );
-            let inner = self.var(depth + 1, &q.expr);
+            let inner = self.var(depth + 1, qexpr);
             self.sink = saved_sink;
             let inner = inner?;
             let mut out = vec![decl(&hit, Expr::i64(0))];
@@ -863,7 +870,7 @@ impl Gen<'_> {
                 out.push(Stmt::Decl {
                     var: acc.clone(),
                     dtype,
-                    init: zero(dtype),
+                    init: self.identity()?,
                 });
             }
             out.extend(inner);
@@ -874,7 +881,7 @@ impl Gen<'_> {
             });
             out
         } else {
-            self.var(depth + 1, &q.expr)?
+            self.var(depth + 1, qexpr)?
         };
         self.next = saved.0;
         self.handles = saved.1;
@@ -907,15 +914,26 @@ impl Gen<'_> {
         }
     }
 
-    /// The innermost body: evaluate and hand the value to the sink.
+    /// The first value of every result entry.
+    fn identity(&self) -> Result<Expr, CoiterError> {
+        self.value(&self.a.reduce.1, self.a.output().dtype, &[])
+    }
+
+    /// The entry so far combined with a new value.
+    fn combine(&self, cur: Expr, value: Expr) -> Result<Expr, CoiterError> {
+        let t = self.a.output().dtype;
+        self.value(&self.a.reduce.0, t, &[(cur, t), (value, t)])
+    }
+
+    /// The innermost body: evaluate and hand the value to the sink, where it is present.
     fn leaf(&mut self, e: &TExpr) -> Result<Vec<Stmt>, CoiterError> {
         let out = self.a.output();
         let dtype = out.dtype;
-        if self.plan.mode == OutMode::Dense {
+        let (cond, value) = self.eval(e, dtype)?;
+        let body = if self.plan.mode == OutMode::Dense {
             if self.pass == Pass::Count {
                 return Ok(vec![]);
             }
-            let value = self.value(e, dtype)?;
             let mut idx = Expr::i64(0);
             for (d, &v) in out.vars.iter().enumerate() {
                 idx = Expr::add(
@@ -924,51 +942,60 @@ impl Gen<'_> {
                 );
             }
             let value = if self.a.accumulate {
-                Expr::add(load(&out.name, idx.clone()), value)
+                self.combine(load(&out.name, idx.clone()), value)?
             } else {
                 value
             };
-            return Ok(vec![store(&out.name, idx, value)]);
-        }
-        match self.sink.clone() {
-            Sink::Emit => {
-                let value = if self.pass == Pass::Compute {
-                    self.value(e, dtype)?
-                } else {
-                    zero(dtype)
-                };
-                Ok(self.emit(value))
-            }
-            Sink::Acc { acc, hit } => {
-                let mut s = vec![assign(&hit, Expr::i64(1))];
-                if self.pass == Pass::Compute {
-                    let value = self.value(e, dtype)?;
-                    s.push(assign(&acc, Expr::add(Expr::var(&acc), value)));
+            vec![store(&out.name, idx, value)]
+        } else {
+            match self.sink.clone() {
+                Sink::Emit => self.emit(value),
+                Sink::Acc { acc, hit } => {
+                    let mut s = vec![assign(&hit, Expr::i64(1))];
+                    if self.pass == Pass::Compute {
+                        s.push(assign(&acc, self.combine(Expr::var(&acc), value)?));
+                    }
+                    s
                 }
-                Ok(s)
-            }
-            Sink::Ws { cnt } => {
-                let o = out.name.clone();
-                let (flag, list, w) = (format!("{o}.flag"), format!("{o}.list"), format!("{o}.w"));
-                let c = i64v(&self.a.vars[self.plan.last_var.expect("sparse")].name);
-                let mut first = vec![
-                    store(&flag, c.clone(), Expr::i64(1)),
-                    store(&list, i64v(&cnt), c.clone()),
-                    assign(&cnt, Expr::add(i64v(&cnt), Expr::i64(1))),
-                ];
-                let mut again = vec![];
-                if self.pass == Pass::Compute {
-                    let value = self.value(e, dtype)?;
-                    first.push(store(&w, c.clone(), value.clone()));
-                    again.push(store(&w, c.clone(), Expr::add(load(&w, c.clone()), value)));
+                Sink::Ws { cnt } => {
+                    let o = out.name.clone();
+                    let (flag, list, w) =
+                        (format!("{o}.flag"), format!("{o}.list"), format!("{o}.w"));
+                    let c = i64v(&self.a.vars[self.plan.last_var.expect("sparse")].name);
+                    let mut first = vec![
+                        store(&flag, c.clone(), Expr::i64(1)),
+                        store(&list, i64v(&cnt), c.clone()),
+                        assign(&cnt, Expr::add(i64v(&cnt), Expr::i64(1))),
+                    ];
+                    let mut again = vec![];
+                    if self.pass == Pass::Compute {
+                        first.push(store(
+                            &w,
+                            c.clone(),
+                            self.combine(self.identity()?, value.clone())?,
+                        ));
+                        again.push(store(
+                            &w,
+                            c.clone(),
+                            self.combine(load(&w, c.clone()), value)?,
+                        ));
+                    }
+                    vec![Stmt::If {
+                        cond: cmp(BinOp::Eq, load(&flag, c), Expr::i64(0)),
+                        then_body: first,
+                        else_body: again,
+                    }]
                 }
-                Ok(vec![Stmt::If {
-                    cond: cmp(BinOp::Eq, load(&flag, c), Expr::i64(0)),
-                    then_body: first,
-                    else_body: again,
-                }])
             }
-        }
+        };
+        Ok(match cond {
+            None => body,
+            Some(c) => vec![Stmt::If {
+                cond: c,
+                then_body: body,
+                else_body: vec![],
+            }],
+        })
     }
 
     /// One row through the workspace: the loops below, then the row compressed in order.
@@ -1116,15 +1143,82 @@ impl Gen<'_> {
         ]
     }
 
-    /// The value of `e` at the current point, of type `want`.
-    fn value(&self, e: &TExpr, want: DType) -> Result<Expr, CoiterError> {
-        let cast = |x: Expr, from: DType| {
-            if from == want {
-                x
-            } else {
-                Expr::Cast(want, Box::new(x))
-            }
+    /// The presence condition (`None`: always present) and value of `e` at the current point,
+    /// where every operand left in `e` is stored: semiring operations take their `overlap` and
+    /// `present` regions, `select(a, pred)` is present where `pred` holds, and `+`/`-` are
+    /// present where either side is.
+    fn eval(&self, e: &TExpr, want: DType) -> Result<(Option<Expr>, Expr), CoiterError> {
+        let and = |a: Option<Expr>, b: Option<Expr>| match (a, b) {
+            (None, x) | (x, None) => x,
+            (Some(x), Some(y)) => Some(Expr::bin(BinOp::And, x, y)),
         };
+        let truth = |c: &Option<Expr>| c.clone().unwrap_or(Expr::Bool(true));
+        Ok(match e {
+            TExpr::SBinary(a, b, r) => {
+                let (ta, tb) = (natural(self.a, a), natural(self.a, b));
+                let (ca, va) = self.eval(a, ta)?;
+                let (cb, vb) = self.eval(b, tb)?;
+                match &r[0] {
+                    TRegion::Expr(f) => (and(ca, cb), self.value(f, want, &[(va, ta), (vb, tb)])?),
+                    _ => (Some(Expr::Bool(false)), zero(want)),
+                }
+            }
+            TExpr::SUnary(a, r) => {
+                let ta = natural(self.a, a);
+                let (ca, va) = self.eval(a, ta)?;
+                match &r[0] {
+                    TRegion::Expr(f) => (ca, self.value(f, want, &[(va, ta)])?),
+                    TRegion::Identity => (ca, cast_to(va, ta, want)),
+                    TRegion::Empty => (Some(Expr::Bool(false)), zero(want)),
+                }
+            }
+            TExpr::SSelect(a, pred) => {
+                let ta = natural(self.a, a);
+                let (ca, va) = self.eval(a, ta)?;
+                let p = self.value(pred, DType::Bool, &[(va.clone(), ta)])?;
+                (and(ca, Some(p)), cast_to(va, ta, want))
+            }
+            TExpr::Binary(op, a, b) if !(op.is_comparison() || op.is_logical()) => {
+                let (ca, va) = self.eval(a, want)?;
+                let (cb, vb) = self.eval(b, want)?;
+                if lattice::is_union(*op) && (ca.is_some() || cb.is_some()) {
+                    let only_b = if *op == BinOp::Sub {
+                        Expr::Unary(UnOp::Neg, Box::new(vb.clone()))
+                    } else {
+                        vb.clone()
+                    };
+                    let both = Expr::bin(*op, va.clone(), vb);
+                    let value = Expr::Select(
+                        Box::new(Expr::bin(BinOp::And, truth(&ca), truth(&cb))),
+                        Box::new(both),
+                        Box::new(Expr::Select(
+                            Box::new(truth(&ca)),
+                            Box::new(va),
+                            Box::new(only_b),
+                        )),
+                    );
+                    (Some(Expr::bin(BinOp::Or, truth(&ca), truth(&cb))), value)
+                } else {
+                    (and(ca, cb), Expr::bin(*op, va, vb))
+                }
+            }
+            TExpr::Unary(op, a) => {
+                let (c, v) = self.eval(a, want)?;
+                (c, Expr::Unary(*op, Box::new(v)))
+            }
+            TExpr::Cast(t, a) => {
+                let ta = natural(self.a, a);
+                let (c, v) = self.eval(a, ta)?;
+                (c, cast_to(Expr::Cast(*t, Box::new(v)), *t, want))
+            }
+            other => (None, self.value(other, want, &[])?),
+        })
+    }
+
+    /// The value of `e` at the current point, of type `want`; `Arg(k)` is `args[k]`.
+    fn value(&self, e: &TExpr, want: DType, args: &[(Expr, DType)]) -> Result<Expr, CoiterError> {
+        let arg_types: Vec<DType> = args.iter().map(|a| a.1).collect();
+        let nat = |x: &TExpr| natural_in(self.a, x, &arg_types);
         Ok(match e {
             TExpr::Access(t) => {
                 let tensor = &self.a.tensors[*t];
@@ -1151,7 +1245,16 @@ impl Gen<'_> {
                         }
                     },
                 };
-                cast(load_e, tensor.dtype)
+                cast_to(load_e, tensor.dtype, want)
+            }
+            TExpr::Arg(k) => {
+                let (v, t) = args
+                    .get(*k)
+                    .cloned()
+                    .ok_or_else(|| CoiterError::Unsupported {
+                        what: "a region argument outside its region".into(),
+                    })?;
+                cast_to(v, t, want)
             }
             TExpr::Float(v) => {
                 if want.is_float() {
@@ -1163,55 +1266,105 @@ impl Gen<'_> {
             TExpr::Int(v) => {
                 if want.is_float() {
                     Expr::Float(*v as f64, want)
+                } else if want == DType::Bool {
+                    Expr::Bool(*v != 0)
                 } else {
                     Expr::Int(*v, want)
                 }
             }
-            TExpr::Coord(v) => cast(i64v(&self.a.vars[*v].name), DType::I64),
+            TExpr::Coord(v) => cast_to(i64v(&self.a.vars[*v].name), DType::I64, want),
             TExpr::Unary(op, a) => {
-                let inner = if *op == UnOp::Not {
-                    return Err(CoiterError::Unsupported {
-                        what: "`!` in a co-iteration body".into(),
-                    });
+                if *op == UnOp::Not {
+                    Expr::Unary(*op, Box::new(self.value(a, DType::Bool, args)?))
                 } else {
-                    self.value(a, want)?
-                };
-                Expr::Unary(*op, Box::new(inner))
+                    Expr::Unary(*op, Box::new(self.value(a, want, args)?))
+                }
             }
             TExpr::Cast(t, a) => {
-                let inner = self.value(a, natural(self.a, a))?;
-                cast(Expr::Cast(*t, Box::new(inner)), *t)
+                let inner = self.value(a, nat(a), args)?;
+                cast_to(Expr::Cast(*t, Box::new(inner)), *t, want)
             }
+            TExpr::Cond(c, a, b) => Expr::Select(
+                Box::new(self.value(c, DType::Bool, args)?),
+                Box::new(self.value(a, want, args)?),
+                Box::new(self.value(b, want, args)?),
+            ),
             TExpr::Binary(op, a, b) if op.is_comparison() || op.is_logical() => {
-                let ta = match (&**a, &**b) {
-                    (TExpr::Float(_) | TExpr::Int(_), other) => natural(self.a, other),
-                    (x, _) => natural(self.a, x),
+                let ta = if op.is_logical() {
+                    DType::Bool
+                } else {
+                    match (&**a, &**b) {
+                        (TExpr::Float(_) | TExpr::Int(_), other) => nat(other),
+                        (x, _) => nat(x),
+                    }
                 };
-                let x = Expr::bin(*op, self.value(a, ta)?, self.value(b, ta)?);
-                Expr::Cast(want, Box::new(x))
+                let x = Expr::bin(*op, self.value(a, ta, args)?, self.value(b, ta, args)?);
+                cast_to(x, DType::Bool, want)
             }
-            TExpr::Binary(op, a, b) => Expr::bin(*op, self.value(a, want)?, self.value(b, want)?),
+            TExpr::Binary(op, a, b) => {
+                Expr::bin(*op, self.value(a, want, args)?, self.value(b, want, args)?)
+            }
+            TExpr::SBinary(..) | TExpr::SUnary(..) | TExpr::SSelect(..) => {
+                return Err(CoiterError::Unsupported {
+                    what: "a semiring operation inside a region".into(),
+                })
+            }
         })
+    }
+}
+
+fn cast_to(x: Expr, from: DType, to: DType) -> Expr {
+    if from == to {
+        x
+    } else {
+        Expr::Cast(to, Box::new(x))
     }
 }
 
 /// The type an expression has by itself.
 pub(crate) fn natural(a: &Assignment, e: &TExpr) -> DType {
+    natural_in(a, e, &[])
+}
+
+/// The type of `e` by itself, region arguments typed by `args`.
+pub(crate) fn natural_in(a: &Assignment, e: &TExpr, args: &[DType]) -> DType {
+    let n = |x: &TExpr| natural_in(a, x, args);
     match e {
         TExpr::Access(t) => a.tensors[*t].dtype,
         TExpr::Float(_) => DType::F64,
         TExpr::Int(_) | TExpr::Coord(_) => DType::I64,
-        TExpr::Unary(_, x) => natural(a, x),
+        TExpr::Arg(k) => args.get(*k).copied().unwrap_or(DType::F64),
+        TExpr::Unary(UnOp::Not, _) => DType::Bool,
+        TExpr::Unary(_, x) | TExpr::SSelect(x, _) => n(x),
         TExpr::Cast(t, _) => *t,
+        TExpr::Cond(_, x, y) => {
+            if matches!(x.as_ref(), TExpr::Float(_) | TExpr::Int(_)) {
+                n(y)
+            } else {
+                n(x)
+            }
+        }
         TExpr::Binary(op, x, y) => {
             if op.is_comparison() || op.is_logical() {
                 DType::Bool
-            } else if matches!(**x, TExpr::Float(_) | TExpr::Int(_)) {
-                natural(a, y)
+            } else if matches!(x.as_ref(), TExpr::Float(_) | TExpr::Int(_)) {
+                n(y)
             } else {
-                natural(a, x)
+                n(x)
             }
         }
+        TExpr::SBinary(x, y, r) => match (&r[0], &r[1], &r[2]) {
+            (TRegion::Expr(f), _, _) => natural_in(a, f, &[n(x), n(y)]),
+            (_, TRegion::Expr(f), _) => natural_in(a, f, &[n(x)]),
+            (_, TRegion::Identity, _) => n(x),
+            (_, _, TRegion::Expr(f)) => natural_in(a, f, &[n(x), n(y)]),
+            _ => n(y),
+        },
+        TExpr::SUnary(x, r) => match (&r[0], &r[1]) {
+            (TRegion::Expr(f), _) => natural_in(a, f, &[n(x)]),
+            (_, TRegion::Expr(f)) => n(f),
+            _ => n(x),
+        },
     }
 }
 

@@ -17,7 +17,7 @@ pub mod notation;
 
 pub use lattice::{Lattice, Point};
 pub use lower::{OutMode, Pass, Plan};
-pub use notation::{analyze, is_coiteration, Assignment, TExpr};
+pub use notation::{analyze, is_coiteration, Assignment, TExpr, TRegion};
 
 use crate::ir::Func;
 use lacuna_ir::storage::SparseTensor;
@@ -240,10 +240,15 @@ impl CoKernel {
                 let len = out.extents.iter().try_fold(1usize, |acc, s| {
                     Ok::<_, CoiterError>(acc.saturating_mul(ext(s)?))
                 })?;
-                let z = ArrayData::try_zeros(out.dtype, len).ok_or_else(|| CoiterError::Input {
-                    buffer: out.name.clone(),
-                    what: format!("cannot allocate {len} elements"),
-                })?;
+                let mut z =
+                    ArrayData::try_zeros(out.dtype, len).ok_or_else(|| CoiterError::Input {
+                        buffer: out.name.clone(),
+                        what: format!("cannot allocate {len} elements"),
+                    })?;
+                let fill = self.dense_fill();
+                if fill.as_f64() != 0.0 {
+                    z = ArrayData::filled(out.dtype, len, fill);
+                }
                 b.buffers.insert(out.name.clone(), z);
             }
             _ => {
@@ -382,6 +387,23 @@ impl CoKernel {
         }))
     }
 
+    /// The first value of every result entry (zero for sums).
+    pub fn identity(&self) -> Scalar {
+        let a = &self.assignment;
+        let t = a.output().dtype;
+        eval_point(a, &[], &a.reduce.1, &[], t, &[]).unwrap_or(Scalar::F64(0.0).cast(t))
+    }
+
+    /// What a dense result holds before the kernel runs: the identity of its reduction, or
+    /// zero.
+    pub fn dense_fill(&self) -> Scalar {
+        if self.assignment.accumulate {
+            self.identity()
+        } else {
+            Scalar::F64(0.0).cast(self.assignment.output().dtype)
+        }
+    }
+
     /// The result computed point by point over the whole iteration space (the reference).
     pub fn reference(
         &self,
@@ -483,16 +505,17 @@ fn reference(
     let dtype = out.dtype;
     let mut result: BTreeMap<Vec<usize>, Scalar> = BTreeMap::new();
     let mut point = vec![0usize; a.vars.len()];
+    let identity = k.identity();
     if extents.contains(&0) {
         return finish_reference(k, out, &extents, result);
     }
     loop {
-        if let Some(v) = eval_point(a, &operands, &a.rhs, &point, dtype) {
+        if let Some(v) = eval_point(a, &operands, &a.rhs, &point, dtype, &[]) {
             let key: Vec<usize> = out.vars.iter().map(|&x| point[x]).collect();
             let v = v.cast(dtype);
-            let e = result.entry(key).or_insert(Scalar::F64(0.0).cast(dtype));
+            let e = result.entry(key).or_insert(identity);
             *e = if a.accumulate {
-                eval_binop(lacuna_stage1::BinOp::Add, *e, v)
+                eval_point(a, &operands, &a.reduce.0, &point, dtype, &[*e, v]).unwrap_or(*e)
             } else {
                 v
             };
@@ -522,7 +545,7 @@ fn finish_reference(
     let shape: Vec<usize> = out.vars.iter().map(|&v| extents[v]).collect();
     if k.plan.mode == OutMode::Dense {
         let len: usize = shape.iter().product();
-        let mut data = ArrayData::zeros(out.dtype, len);
+        let mut data = ArrayData::filled(out.dtype, len, k.dense_fill());
         for (key, v) in result {
             let off = key.iter().zip(&shape).fold(0usize, |o, (&c, &n)| o * n + c);
             data.set(off, v);
@@ -545,19 +568,30 @@ fn finish_reference(
 }
 
 /// The value of `e` at `point`, `None` when absent (presence semantics), typed like the
-/// generated code.
+/// generated code; `Arg(k)` is `args[k]`.
 fn eval_point(
     a: &Assignment,
     ops: &[Operand],
     e: &TExpr,
     point: &[usize],
     want: DType,
+    args: &[Scalar],
 ) -> Option<Scalar> {
+    let arg_types: Vec<DType> = args.iter().map(|s| s.dtype()).collect();
+    let nat = |x: &TExpr| lower::natural_in(a, x, &arg_types);
+    let ev = |x: &TExpr, t: DType, args: &[Scalar]| eval_point(a, ops, x, point, t, args);
+    let region = |r: &TRegion, x: Option<Scalar>, args: &[Scalar]| -> Option<Scalar> {
+        match r {
+            TRegion::Empty => None,
+            TRegion::Identity => x.map(|v| v.cast(want)),
+            TRegion::Expr(f) => ev(f, want, args),
+        }
+    };
     match e {
         TExpr::Access(t) => {
             let tensor = &a.tensors[*t];
             let key: Vec<usize> = tensor.vars.iter().map(|&v| point[v]).collect();
-            let v = match &ops[*t] {
+            let v = match ops.get(*t)? {
                 Operand::Sparse(m) => *m.get(&key)?,
                 Operand::Dense(data, shape) => {
                     let off = key.iter().zip(shape).fold(0usize, |o, (&c, &n)| o * n + c);
@@ -566,6 +600,7 @@ fn eval_point(
             };
             Some(v.cast(want))
         }
+        TExpr::Arg(k) => args.get(*k).map(|v| v.cast(want)),
         TExpr::Float(v) => Some(if want.is_float() {
             Scalar::F64(*v).cast(want)
         } else {
@@ -573,24 +608,48 @@ fn eval_point(
         }),
         TExpr::Int(v) => Some(Scalar::I64(*v).cast(want)),
         TExpr::Coord(v) => Some(Scalar::I64(point[*v] as i64).cast(want)),
-        TExpr::Unary(op, x) => eval_point(a, ops, x, point, want).map(|x| eval_unop(*op, x)),
-        TExpr::Cast(t, x) => {
-            let inner = eval_point(a, ops, x, point, lower::natural(a, x))?;
-            Some(inner.cast(*t).cast(want))
+        TExpr::Unary(lacuna_stage1::UnOp::Not, x) => {
+            ev(x, DType::Bool, args).map(|x| eval_unop(lacuna_stage1::UnOp::Not, x).cast(want))
+        }
+        TExpr::Unary(op, x) => ev(x, want, args).map(|x| eval_unop(*op, x)),
+        TExpr::Cast(t, x) => Some(ev(x, nat(x), args)?.cast(*t).cast(want)),
+        TExpr::Cond(c, x, y) => {
+            let (c, x, y) = (
+                ev(c, DType::Bool, args)?,
+                ev(x, want, args)?,
+                ev(y, want, args)?,
+            );
+            Some(if c.as_bool() { x } else { y })
+        }
+        TExpr::SBinary(x, y, r) => {
+            let (vx, vy) = (ev(x, nat(x), &[]), ev(y, nat(y), &[]));
+            match (vx, vy) {
+                (Some(p), Some(q)) => region(&r[0], None, &[p, q]),
+                (Some(p), None) => region(&r[1], Some(p), &[p]),
+                (None, Some(q)) => region(&r[2], Some(q), &[q, q]),
+                (None, None) => None,
+            }
+        }
+        TExpr::SUnary(x, r) => match ev(x, nat(x), &[]) {
+            Some(p) => region(&r[0], Some(p), &[p]),
+            None => region(&r[1], None, &[]),
+        },
+        TExpr::SSelect(x, pred) => {
+            let p = ev(x, nat(x), &[])?;
+            ev(pred, DType::Bool, &[p])?.as_bool().then(|| p.cast(want))
         }
         TExpr::Binary(op, x, y) => {
-            let ty = if op.is_comparison() || op.is_logical() {
+            let ty = if op.is_logical() {
+                DType::Bool
+            } else if op.is_comparison() {
                 match (&**x, &**y) {
-                    (TExpr::Float(_) | TExpr::Int(_), other) => lower::natural(a, other),
-                    (other, _) => lower::natural(a, other),
+                    (TExpr::Float(_) | TExpr::Int(_), other) => nat(other),
+                    (other, _) => nat(other),
                 }
             } else {
                 want
             };
-            let (vx, vy) = (
-                eval_point(a, ops, x, point, ty),
-                eval_point(a, ops, y, point, ty),
-            );
+            let (vx, vy) = (ev(x, ty, args), ev(y, ty, args));
             let r = match (vx, vy) {
                 (Some(p), Some(q)) => eval_binop(*op, p, q),
                 (Some(p), None) if lattice::is_union(*op) => p,

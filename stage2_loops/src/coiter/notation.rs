@@ -72,6 +72,54 @@ pub enum TExpr {
     Binary(BinOp, Box<TExpr>, Box<TExpr>),
     /// A conversion.
     Cast(DType, Box<TExpr>),
+    /// `select(c, a, b)`: `a` where `c` holds, else `b` (present where the chosen one is).
+    Cond(Box<TExpr>, Box<TExpr>, Box<TExpr>),
+    /// A region argument: `x` (0) or `y` (1).
+    Arg(usize),
+    /// MLIR's `binary(a, b, overlap, left, right)` (regions over `Arg(0)`, `Arg(1)`).
+    SBinary(Box<TExpr>, Box<TExpr>, Box<[TRegion; 3]>),
+    /// MLIR's `unary(a, present, absent)`.
+    SUnary(Box<TExpr>, Box<[TRegion; 2]>),
+    /// MLIR's `select(a, pred)`: `a` where `pred` (over `Arg(0)`) holds.
+    SSelect(Box<TExpr>, Box<TExpr>),
+}
+
+/// A region of a semiring operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TRegion {
+    /// No entry.
+    Empty,
+    /// The operand.
+    Identity,
+    /// A computation over the region arguments.
+    Expr(TExpr),
+}
+
+impl TRegion {
+    /// True unless empty.
+    pub fn is_some(&self) -> bool {
+        !matches!(self, TRegion::Empty)
+    }
+}
+
+/// `e` with region arguments replaced: `Arg(k)` by `args[k]` where given.
+pub fn subst(e: &TExpr, args: &[Option<&TExpr>]) -> TExpr {
+    let r = |x: &TExpr| Box::new(subst(x, args));
+    match e {
+        TExpr::Arg(k) => match args.get(*k) {
+            Some(Some(v)) => (*v).clone(),
+            _ => e.clone(),
+        },
+        TExpr::Access(_) | TExpr::Float(_) | TExpr::Int(_) | TExpr::Coord(_) => e.clone(),
+        TExpr::Unary(op, a) => TExpr::Unary(*op, r(a)),
+        TExpr::Cast(t, a) => TExpr::Cast(*t, r(a)),
+        TExpr::Binary(op, a, b) => TExpr::Binary(*op, r(a), r(b)),
+        TExpr::Cond(c, a, b) => TExpr::Cond(r(c), r(a), r(b)),
+        // Regions of nested operations bind their own arguments.
+        TExpr::SBinary(a, b, regions) => TExpr::SBinary(r(a), r(b), regions.clone()),
+        TExpr::SUnary(a, regions) => TExpr::SUnary(r(a), regions.clone()),
+        TExpr::SSelect(a, p) => TExpr::SSelect(r(a), p.clone()),
+    }
 }
 
 impl TExpr {
@@ -83,12 +131,34 @@ impl TExpr {
                     out.push(*t)
                 }
             }
-            TExpr::Float(_) | TExpr::Int(_) | TExpr::Coord(_) => {}
-            TExpr::Unary(_, a) | TExpr::Cast(_, a) => a.tensors(out),
+            TExpr::Float(_) | TExpr::Int(_) | TExpr::Coord(_) | TExpr::Arg(_) => {}
+            TExpr::Unary(_, a) | TExpr::Cast(_, a) | TExpr::SSelect(a, _) => a.tensors(out),
+            TExpr::SUnary(a, r) => {
+                a.tensors(out);
+                r.iter().for_each(|r| r.tensors(out));
+            }
             TExpr::Binary(_, a, b) => {
                 a.tensors(out);
                 b.tensors(out);
             }
+            TExpr::SBinary(a, b, r) => {
+                a.tensors(out);
+                b.tensors(out);
+                r.iter().for_each(|r| r.tensors(out));
+            }
+            TExpr::Cond(c, a, b) => {
+                c.tensors(out);
+                a.tensors(out);
+                b.tensors(out);
+            }
+        }
+    }
+}
+
+impl TRegion {
+    fn tensors(&self, out: &mut Vec<usize>) {
+        if let TRegion::Expr(e) = self {
+            e.tensors(out)
         }
     }
 }
@@ -110,6 +180,10 @@ pub struct Assignment {
     pub accumulate: bool,
     /// The right-hand side.
     pub rhs: TExpr,
+    /// How values reduce into one entry (when `accumulate`): the combiner over `Arg(0)` (the
+    /// entry so far) and `Arg(1)` (the next value), and the first value of every entry;
+    /// `Arg(0) + Arg(1)` from zero for `C[..] = C[..] + ...`.
+    pub reduce: (TExpr, TExpr),
     /// Merge strategy for co-iterated levels.
     pub merge: lacuna_stage1::Merge,
     /// Whether operands whose level order conflicts with the others may be copied into a
@@ -144,6 +218,14 @@ pub fn is_coiteration(p: &Program) -> bool {
         return false;
     };
     if it.coiteration.is_some() {
+        return true;
+    }
+    let semiring = it
+        .body
+        .iter()
+        .chain(&it.init)
+        .any(|s| matches!(s, S1::Store(st) if has_semiring(&st.value)));
+    if semiring {
         return true;
     }
     if p.buffers.iter().any(|b| !b.dims.is_empty()) {
@@ -189,11 +271,34 @@ fn loads(e: &E1, out: &mut Vec<String>) {
             loads(a, out);
             loads(b, out);
         }
+        E1::Semiring(s) => s.exprs().into_iter().for_each(|e| loads(e, out)),
+    }
+}
+
+fn has_semiring(e: &E1) -> bool {
+    match e {
+        E1::Semiring(_) => true,
+        E1::Int(_) | E1::Float(_) | E1::Var(_) => false,
+        E1::Load { indices, .. } => indices.iter().any(has_semiring),
+        E1::Unary(_, a) | E1::Cast(_, a) => has_semiring(a),
+        E1::Binary(_, a, b) => has_semiring(a) || has_semiring(b),
+        E1::Select(c, a, b) => has_semiring(c) || has_semiring(a) || has_semiring(b),
     }
 }
 
 /// Interns an accessed buffer as a tensor of the assignment.
 type TensorOf<'a> = dyn FnMut(&str, &[E1]) -> Result<usize, CoiterError> + 'a;
+
+fn has_coord(e: &TExpr) -> bool {
+    match e {
+        TExpr::Coord(_) => true,
+        TExpr::Access(_) | TExpr::Float(_) | TExpr::Int(_) | TExpr::Arg(_) => false,
+        TExpr::Unary(_, a) | TExpr::Cast(_, a) => has_coord(a),
+        TExpr::Binary(_, a, b) => has_coord(a) || has_coord(b),
+        TExpr::Cond(c, a, b) => has_coord(c) || has_coord(a) || has_coord(b),
+        TExpr::SBinary(..) | TExpr::SUnary(..) | TExpr::SSelect(..) => true,
+    }
+}
 
 /// Reads the assignment of a co-iteration kernel.
 pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
@@ -338,10 +443,22 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
         }
     }
     // `C[..] = C[..] + rhs` accumulates; a plain `C[..] = rhs` has no reductions.
+    let mut custom_reduce = None;
     let (accumulate, rhs_expr) = match &st.value {
         E1::Binary(BinOp::Add, a, b) if matches!(&**a, E1::Load { buffer, indices } if *buffer == st.buffer && *indices == st.indices) => {
             (true, &**b)
         }
+        E1::Semiring(s) => match &**s {
+            lacuna_stage1::Semiring::Reduce {
+                value,
+                combine,
+                identity,
+            } => {
+                custom_reduce = Some((combine, identity));
+                (true, value)
+            }
+            _ => (false, &st.value),
+        },
         other => (false, other),
     };
     if !accumulate && !reductions.is_empty() {
@@ -350,16 +467,22 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
             it.name, st.buffer, st.buffer
         )));
     }
+    /// Converts `e`; inside a region, `x` and `y` are the arguments `args` names.
     fn conv(
         e: &E1,
         out_name: &str,
         vars: &[IndexVar],
+        args: &[&str],
         tensor: &mut TensorOf<'_>,
     ) -> Result<TExpr, CoiterError> {
+        let mut rec = |x: &E1, args: &[&str]| conv(x, out_name, vars, args, tensor).map(Box::new);
         Ok(match e {
             E1::Int(v) => TExpr::Int(*v),
             E1::Float(v) => TExpr::Float(*v),
             E1::Var(name) => {
+                if let Some(k) = args.iter().position(|a| a == name) {
+                    return Ok(TExpr::Arg(if *name == "x" { 0 } else { 1 } + 0 * k));
+                }
                 TExpr::Coord(vars.iter().position(|v| &v.name == name).ok_or_else(|| {
                     CoiterError::Unsupported {
                         what: format!("`{name}` is not an iterator"),
@@ -367,6 +490,11 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
                 })?)
             }
             E1::Load { buffer, indices } => {
+                if !args.is_empty() {
+                    return Err(CoiterError::Unsupported {
+                        what: format!("`{e}`: a region reads its arguments, not buffers"),
+                    });
+                }
                 if buffer == out_name {
                     return Err(CoiterError::Unsupported {
                         what: format!("the result `{out_name}` is read on the right-hand side"),
@@ -374,21 +502,84 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
                 }
                 TExpr::Access(tensor(buffer, indices)?)
             }
-            E1::Unary(op, a) => TExpr::Unary(*op, Box::new(conv(a, out_name, vars, tensor)?)),
-            E1::Cast(t, a) => TExpr::Cast(*t, Box::new(conv(a, out_name, vars, tensor)?)),
-            E1::Binary(op, a, b) => TExpr::Binary(
-                *op,
-                Box::new(conv(a, out_name, vars, tensor)?),
-                Box::new(conv(b, out_name, vars, tensor)?),
-            ),
-            E1::Select(..) => {
-                return Err(CoiterError::Unsupported {
-                    what: "`select` in a co-iteration body".into(),
-                })
+            E1::Unary(op, a) => TExpr::Unary(*op, rec(a, args)?),
+            E1::Cast(t, a) => TExpr::Cast(*t, rec(a, args)?),
+            E1::Binary(op, a, b) => TExpr::Binary(*op, rec(a, args)?, rec(b, args)?),
+            E1::Select(c, a, b) => TExpr::Cond(rec(c, args)?, rec(a, args)?, rec(b, args)?),
+            E1::Semiring(s) => {
+                if !args.is_empty() {
+                    return Err(CoiterError::Unsupported {
+                        what: format!("`{s}`: semiring operations do not nest inside regions"),
+                    });
+                }
+                let mut region =
+                    |r: &lacuna_stage1::Region, args: &[&str]| -> Result<TRegion, CoiterError> {
+                        Ok(match r {
+                            lacuna_stage1::Region::Empty => TRegion::Empty,
+                            lacuna_stage1::Region::Identity => TRegion::Identity,
+                            lacuna_stage1::Region::Expr(x) => {
+                                TRegion::Expr(conv(x, out_name, vars, args, tensor)?)
+                            }
+                        })
+                    };
+                match &**s {
+                    lacuna_stage1::Semiring::Binary {
+                        a,
+                        b,
+                        overlap,
+                        left,
+                        right,
+                    } => {
+                        let regions = [
+                            region(overlap, &["x", "y"])?,
+                            region(left, &["x"])?,
+                            region(right, &["y"])?,
+                        ];
+                        let a = conv(a, out_name, vars, &[], tensor)?;
+                        let b = conv(b, out_name, vars, &[], tensor)?;
+                        TExpr::SBinary(Box::new(a), Box::new(b), Box::new(regions))
+                    }
+                    lacuna_stage1::Semiring::Unary { a, present, absent } => {
+                        let regions = [region(present, &["x"])?, region(absent, &[])?];
+                        let a = conv(a, out_name, vars, &[], tensor)?;
+                        TExpr::SUnary(Box::new(a), Box::new(regions))
+                    }
+                    lacuna_stage1::Semiring::Select { a, pred } => {
+                        let pred = conv(pred, out_name, vars, &["x"], tensor)?;
+                        let a = conv(a, out_name, vars, &[], tensor)?;
+                        TExpr::SSelect(Box::new(a), Box::new(pred))
+                    }
+                    lacuna_stage1::Semiring::Reduce { .. } => {
+                        return Err(CoiterError::Unsupported {
+                            what: format!(
+                                "`{s}`: `reduce` is the whole right-hand side of a store"
+                            ),
+                        })
+                    }
+                }
             }
         })
     }
-    let rhs = conv(rhs_expr, &st.buffer, &vars, &mut tensor)?;
+    let rhs = conv(rhs_expr, &st.buffer, &vars, &[], &mut tensor)?;
+    let reduce = match custom_reduce {
+        Some((combine, identity)) => {
+            let combine = conv(combine, &st.buffer, &vars, &["x", "y"], &mut tensor)?;
+            let identity = conv(identity, &st.buffer, &vars, &[], &mut tensor)?;
+            let mut read = Vec::new();
+            identity.tensors(&mut read);
+            if !read.is_empty() || has_coord(&identity) {
+                return Err(unsupported(format!(
+                    "`{}`: the identity of `reduce` must be a constant",
+                    st.value
+                )));
+            }
+            (combine, identity)
+        }
+        None => (
+            TExpr::Binary(BinOp::Add, Box::new(TExpr::Arg(0)), Box::new(TExpr::Arg(1))),
+            TExpr::Int(0),
+        ),
+    };
     for t in &tensors {
         if let Some(enc) = &t.encoding {
             if !enc.is_permutation() || enc.has_slices() || enc.n_symbols() > 0 {
@@ -420,6 +611,7 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
         out,
         accumulate,
         rhs,
+        reduce,
         merge: opts.merge,
         transpose: opts.transpose,
     })

@@ -246,6 +246,10 @@ pub fn convert(e: &E1) -> Expr {
         E1::Int(v) => Expr::i64(*v),
         E1::Float(v) => Expr::Float(*v, DType::F64),
         E1::Var(v) => Expr::Coord(v.clone()),
+        // Never reached: kernels with semiring operations are co-iteration kernels, which
+        // `lower_to_stage2` refuses. Should one get here, the coordinate is unbound and
+        // `translate_coordinates` reports it as an error.
+        E1::Semiring(s) => Expr::Coord(format!("{s}")),
         E1::Load { buffer, indices } => Expr::Load {
             buffer: buffer.clone(),
             indices: indices.iter().map(convert).collect(),
