@@ -488,3 +488,241 @@ fn sparse_iteration_pipeline_refuses_coiteration_kernels() {
     let err = lacuna::stage2::lower(&p, &Default::default(), &mut |_, _| {}).expect_err("refused");
     assert!(err.to_string().contains("co-iterates"), "{err}");
 }
+
+/// A kernel from RON text (test-local kernels over A, B → C, all CSR unless given).
+fn kernel_text(text: &str) -> Program {
+    parse_kernel_with_formats(text, Path::new("test.ron"), &[]).expect("kernel loads")
+}
+
+fn matrix_kernel(name: &str, store: &str, b_dtype: &str, c_encoding: &str) -> Program {
+    kernel_text(&format!(
+        r#"(
+    version: 1, name: "{name}", params: ["m", "n"],
+    axes: [(name: "I", kind: DenseFixed(n: "m")), (name: "J", kind: DenseFixed(n: "n"))],
+    buffers: [
+        (name: "A", axes: ["I", "J"], dtype: F64, encoding: Some("csr")),
+        (name: "B", axes: ["I", "J"], dtype: {b_dtype}, encoding: Some("csr")),
+        (name: "C", axes: ["I", "J"], dtype: F64, role: Output, encoding: {c_encoding}),
+    ],
+    body: [Iter((name: "{name}", axes: ["I", "J"], kinds: "SS", vars: ["i", "j"], body: [Store("{store}")]))],
+)"#
+    ))
+}
+
+/// MLIR's three documented `binary` examples, and `unary`, `select` and a `select` inside a
+/// union, against models of MLIR's semantics written out entry by entry.
+#[test]
+fn semiring_operations_follow_mlir_semantics() {
+    let all = cases(operands(), cases_count());
+    let triangular = compiled(&kernel("mlir_triangular", &[], None));
+    let difference = compiled(&kernel("mlir_set_difference", &[], None));
+    let unary_present = compiled(&matrix_kernel(
+        "scale",
+        "C[i, j] = unary(A[i, j], x * 2.0, empty)",
+        "F64",
+        "Some(\"csr\")",
+    ));
+    let unary_absent = compiled(&matrix_kernel(
+        "fill",
+        "C[i, j] = unary(A[i, j], x + 1.0, 5.0) + B[i, j]",
+        "F64",
+        "Some(\"csr\")",
+    ));
+    let keep = compiled(&matrix_kernel(
+        "keep_positive",
+        "C[i, j] = select(A[i, j], x > 0.0) + B[i, j]",
+        "F64",
+        "Some(\"dcsr\")",
+    ));
+    for (m, n, pa, pb) in &all {
+        let (va, vb) = (values_for(pa, 1), values_for(pb, 7));
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(coo((*m, *n), &va))),
+            ("B".to_string(), Input::Coo(coo((*m, *n), &vb))),
+        ]);
+        // A + B in the upper triangle, A - B in the lower; A alone as is; B alone as B or -B.
+        let mut want = BTreeMap::new();
+        for i in 0..*m {
+            for j in 0..*n {
+                let upper = j >= i;
+                let v = match (va.get(&(i, j)), vb.get(&(i, j))) {
+                    (Some(a), Some(b)) => Some(if upper { a + b } else { a - b }),
+                    (Some(a), None) => Some(*a),
+                    (None, Some(b)) => Some(if upper { *b } else { -b }),
+                    (None, None) => None,
+                };
+                if let Some(v) = v {
+                    want.insert((i, j), v);
+                }
+            }
+        }
+        check(&run_all_compiled(&triangular, &inputs), &want);
+        // A where B has no entry, B of type i32.
+        let b_i32 = CooTensor {
+            values: ArrayData::I32(vb.values().map(|v| (v * 4.0) as i32).collect()),
+            ..coo((*m, *n), &vb)
+        };
+        let mixed = BTreeMap::from([
+            ("A".to_string(), Input::Coo(coo((*m, *n), &va))),
+            ("B".to_string(), Input::Coo(b_i32)),
+        ]);
+        let want: BTreeMap<_, _> = va
+            .iter()
+            .filter(|(k, _)| !vb.contains_key(k))
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        check(&run_all_compiled(&difference, &mixed), &want);
+        // unary present: 2x on A's entries.
+        let want: BTreeMap<_, _> = va.iter().map(|(k, v)| (*k, 2.0 * v)).collect();
+        check(&run_all_compiled(&unary_present, &inputs), &want);
+        // unary with an absent region: every coordinate has an entry.
+        let mut want = BTreeMap::new();
+        for i in 0..*m {
+            for j in 0..*n {
+                let u = va.get(&(i, j)).map_or(5.0, |a| a + 1.0);
+                want.insert((i, j), u + vb.get(&(i, j)).copied().unwrap_or(0.0));
+            }
+        }
+        check(&run_all_compiled(&unary_absent, &inputs), &want);
+        // select keeps A's positive entries; `+ B` is a union with what select kept.
+        let mut want: BTreeMap<(usize, usize), f64> = va
+            .iter()
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        for (k, b) in &vb {
+            *want.entry(*k).or_insert(0.0) += b;
+        }
+        check(&run_all_compiled(&keep, &inputs), &want);
+    }
+}
+
+#[test]
+fn mlir_is_equal_on_sparse_vectors() {
+    let k = compiled(&kernel("mlir_is_equal", &[], None));
+    let vec_input = |entries: &[(usize, f64)]| {
+        Input::Coo(CooTensor {
+            shape: vec![10],
+            coords: vec![entries.iter().map(|e| e.0).collect()],
+            values: ArrayData::F64(entries.iter().map(|e| e.1).collect()),
+        })
+    };
+    let a = [(0, 1.0), (2, 2.0), (5, 3.0), (9, 4.0)];
+    let b = [(2, 2.0), (3, 7.0), (5, -3.0), (9, 4.0)];
+    let inputs = BTreeMap::from([
+        ("A".to_string(), vec_input(&a)),
+        ("B".to_string(), vec_input(&b)),
+    ]);
+    let fresh = k.k.bind(&inputs, &BTreeMap::new()).expect("binds");
+    let mut jit = fresh.clone();
+    k.k.run(&mut jit, &mut |pass, _, b| {
+        let kernel = match pass {
+            Pass::Count => k.count.as_ref().expect("count"),
+            Pass::Compute => &k.compute,
+        };
+        kernel.run(b).map_err(|e| e.to_string())
+    })
+    .expect("runs");
+    for out in [
+        k.k.output(&jit).expect("output"),
+        k.k.reference(&fresh, &inputs).expect("reference"),
+    ] {
+        let Output::Coo(c) = out else {
+            panic!("sparse")
+        };
+        // Intersection {2, 5, 9}: equal, different, equal (i32 flags).
+        assert_eq!(c.coords[0], vec![2, 5, 9]);
+        assert_eq!(c.values, ArrayData::I32(vec![1, 0, 1]));
+    }
+}
+
+#[test]
+fn custom_reductions_start_from_their_identity() {
+    let product = |c_encoding: &str| {
+        kernel_text(&format!(
+            r#"(
+    version: 1, name: "row_product", params: ["m", "n"],
+    axes: [(name: "I", kind: DenseFixed(n: "m")), (name: "J", kind: DenseFixed(n: "n"))],
+    buffers: [
+        (name: "A", axes: ["I", "J"], dtype: F64, encoding: Some("csr")),
+        (name: "y", axes: ["I"], dtype: F64, role: Output, encoding: {c_encoding}),
+    ],
+    body: [Iter((name: "row_product", axes: ["I", "J"], kinds: "SR", vars: ["i", "j"],
+        body: [Store("y[i] = reduce(A[i, j], x * y, 1.0)")], coiteration: Some(()),))],
+)"#
+        ))
+    };
+    let a: BTreeMap<(usize, usize), f64> = [((0, 1), 2.0), ((0, 3), -1.5), ((2, 0), 4.0)].into();
+    let inputs = BTreeMap::from([("A".to_string(), Input::Coo(coo((4, 5), &a)))]);
+    for target in [Target::Jit, Target::Interp, Target::InterpStage1] {
+        // Dense result: rows without entries hold the identity.
+        let r =
+            run_coiteration(&product("None"), &inputs, &BTreeMap::new(), target, 1).expect("runs");
+        let Output::Dense(d) = &r.outputs["y"] else {
+            panic!("dense y")
+        };
+        assert_eq!(
+            d.data,
+            ArrayData::F64(vec![-3.0, 1.0, 4.0, 1.0]),
+            "{}",
+            target.name()
+        );
+        // Sparse result: only rows with entries.
+        let enc = "Some(\"map = (d0) -> (d0 : compressed)\")";
+        let r = run_coiteration(&product(enc), &inputs, &BTreeMap::new(), target, 1).expect("runs");
+        let Output::Coo(c) = &r.outputs["y"] else {
+            panic!("sparse y")
+        };
+        assert_eq!(c.coords[0], vec![0, 2], "{}", target.name());
+        assert_eq!(
+            c.values,
+            ArrayData::F64(vec![-3.0, 4.0]),
+            "{}",
+            target.name()
+        );
+    }
+}
+
+#[test]
+fn binary_regions_must_agree_with_each_other_and_the_result() {
+    let err = |store: &str, c_dtype: &str| {
+        let text = format!(
+            r#"(
+    version: 1, name: "bad", params: ["m", "n"],
+    axes: [(name: "I", kind: DenseFixed(n: "m")), (name: "J", kind: DenseFixed(n: "n"))],
+    buffers: [
+        (name: "A", axes: ["I", "J"], dtype: F64, encoding: Some("csr")),
+        (name: "B", axes: ["I", "J"], dtype: F64, encoding: Some("csr")),
+        (name: "C", axes: ["I", "J"], dtype: {c_dtype}, role: Output, encoding: Some("csr")),
+    ],
+    body: [Iter((name: "bad", axes: ["I", "J"], kinds: "SS", vars: ["i", "j"], body: [Store("{store}")]))],
+)"#
+        );
+        match parse_kernel_with_formats(&text, Path::new("bad.ron"), &[]) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("`{store}` into {c_dtype} must be rejected"),
+        }
+    };
+    let e = err(
+        "C[i, j] = binary(A[i, j], B[i, j], x + y, identity, i32(y))",
+        "F64",
+    );
+    assert!(
+        e.contains("region `overlap` gives f64 but region `right` gives i32"),
+        "{e}"
+    );
+    let e = err(
+        "C[i, j] = binary(A[i, j], B[i, j], x + y, identity, identity)",
+        "I32",
+    );
+    assert!(e.contains("storing into `C` (i32)"), "{e}");
+    let e = err(
+        "C[i, j] = binary(A[i, j], B[i, j], empty, empty, empty)",
+        "F64",
+    );
+    assert!(e.contains("every region empty"), "{e}");
+    let e = err("C[i, j] = unary(A[i, j], x, x + 1.0)", "F64");
+    assert!(e.contains("absent region has no `x`"), "{e}");
+    let e = err("C[i, j] = select(A[i, j], x + 1.0)", "F64");
+    assert!(e.contains("predicate must be bool"), "{e}");
+}
