@@ -573,7 +573,7 @@ impl Semiring {
     }
     /// The same operation with every operand and region computation mapped by `f`.
     pub fn map(&self, f: &mut dyn FnMut(&Expr) -> Expr) -> Semiring {
-        let mut region = |r: &Region, f: &mut dyn FnMut(&Expr) -> Expr| match r {
+        let region = |r: &Region, f: &mut dyn FnMut(&Expr) -> Expr| match r {
             Region::Expr(e) => Region::Expr(f(e)),
             other => other.clone(),
         };

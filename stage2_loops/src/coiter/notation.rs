@@ -480,8 +480,9 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
             E1::Int(v) => TExpr::Int(*v),
             E1::Float(v) => TExpr::Float(*v),
             E1::Var(name) => {
-                if let Some(k) = args.iter().position(|a| a == name) {
-                    return Ok(TExpr::Arg(if *name == "x" { 0 } else { 1 } + 0 * k));
+                if args.contains(&name.as_str()) {
+                    // `x` is argument 0 and `y` argument 1 in every region.
+                    return Ok(TExpr::Arg(usize::from(name == "y")));
                 }
                 TExpr::Coord(vars.iter().position(|v| &v.name == name).ok_or_else(|| {
                     CoiterError::Unsupported {
