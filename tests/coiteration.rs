@@ -726,3 +726,127 @@ fn binary_regions_must_agree_with_each_other_and_the_result() {
     let e = err("C[i, j] = select(A[i, j], x + 1.0)", "F64");
     assert!(e.contains("predicate must be bool"), "{e}");
 }
+
+/// The encoded-format kernels of `examples/formats` (SpMV, SpMM, SDDMM, TTV, TTM, MTTKRP), run
+/// by the sparse-iteration pipeline and, forced, by co-iteration: two independent lowerings
+/// must agree, on every 2-D and 3-D format.
+#[test]
+fn coiteration_agrees_with_the_sparse_iteration_pipeline_on_format_kernels() {
+    use lacuna::ir::DenseArray;
+    let size = |p: &str| match p {
+        "m" => 5,
+        "n" => 4,
+        "p" => 6,
+        _ => 3,
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/formats");
+    let mut ran = 0;
+    for (name, formats) in [
+        ("spmv", vec!["csr", "csc", "dcsr", "coo"]),
+        ("spmm", vec!["csr", "dcsc", "coo"]),
+        ("sddmm", vec!["csr", "coo"]),
+        ("ttv", vec!["csf(3)", "coo3", "bcoo"]),
+        ("ttm", vec!["csf(3)", "coo3"]),
+        ("mttkrp", vec!["csf(3)", "coo3", "bcoo"]),
+    ] {
+        let path = dir.join(format!("{name}.ron"));
+        let text = std::fs::read_to_string(&path).expect("example");
+        let base = Program::from_ron(&text).expect("parses");
+        let encoded: Vec<String> = base
+            .buffers
+            .iter()
+            .filter(|b| b.encoding.is_some() && b.role == lacuna::stage1::Role::Input)
+            .map(|b| b.name.clone())
+            .collect();
+        // Inputs: a sparse tensor with a third of its coordinates stored, dense arrays.
+        let mut inputs = BTreeMap::new();
+        for b in base
+            .buffers
+            .iter()
+            .filter(|b| b.role == lacuna::stage1::Role::Input)
+        {
+            let shape: Vec<usize> = b
+                .axes
+                .iter()
+                .map(|a| match base.axis(a).expect("axis").kind.coord_extent() {
+                    lacuna::stage1::Size::Param(p) => size(p),
+                    lacuna::stage1::Size::Const(c) => *c as usize,
+                })
+                .collect();
+            let len: usize = shape.iter().product();
+            let value = |e: usize| ((e * 7919 + b.name.len() * 31) % 13) as f64 / 4.0 - 1.5;
+            if b.encoding.is_some() {
+                let stored: Vec<usize> = (0..len).filter(|e| (e * 5 + 1) % 3 == 0).collect();
+                let mut coords = vec![Vec::new(); shape.len()];
+                for &e in &stored {
+                    let mut rest = e;
+                    for d in (0..shape.len()).rev() {
+                        coords[d].push(rest % shape[d]);
+                        rest /= shape[d];
+                    }
+                }
+                let values = ArrayData::F64(stored.iter().map(|&e| value(e)).collect());
+                inputs.insert(
+                    b.name.clone(),
+                    Input::Coo(CooTensor {
+                        shape,
+                        coords,
+                        values,
+                    }),
+                );
+            } else {
+                let data = ArrayData::F64((0..len).map(value).collect());
+                inputs.insert(b.name.clone(), Input::Dense(DenseArray { shape, data }));
+            }
+        }
+        for fmt in formats {
+            let with: Vec<(String, String)> = encoded
+                .iter()
+                .map(|b| (b.clone(), fmt.to_string()))
+                .collect();
+            let p = lacuna::driver::load_kernel_with_formats(&path, &with).expect("loads");
+            let want = lacuna::driver::run_kernel(&p, &inputs, &BTreeMap::new(), Target::Jit, 1)
+                .unwrap_or_else(|e| panic!("{name}/{fmt}: {e}"));
+            let mut forced = base.clone();
+            for b in forced
+                .buffers
+                .iter_mut()
+                .filter(|b| encoded.contains(&b.name))
+            {
+                b.encoding = Some(fmt.to_string());
+            }
+            let Stmt::Iter(it) = &mut forced.body[0] else {
+                panic!("one iteration")
+            };
+            it.coiteration = Some(Coiteration::default());
+            for target in [Target::Jit, Target::Interp] {
+                let got = run_coiteration(&forced, &inputs, &BTreeMap::new(), target, 1)
+                    .unwrap_or_else(|e| panic!("{name}/{fmt}/{}: {e}", target.name()));
+                for (out, w) in &want.outputs {
+                    let g = &got.outputs[out];
+                    let (gv, wv) = match (g, w) {
+                        (Output::Dense(g), Output::Dense(w)) => {
+                            (g.data.to_f64_vec(), w.data.to_f64_vec())
+                        }
+                        (Output::Coo(g), Output::Coo(w)) => {
+                            assert_eq!(g.coords, w.coords, "{name}/{fmt}: pattern of {out}");
+                            (g.values.to_f64_vec(), w.values.to_f64_vec())
+                        }
+                        _ => panic!("{name}/{fmt}: {out} kinds differ"),
+                    };
+                    assert_eq!(gv.len(), wv.len(), "{name}/{fmt}: {out}");
+                    let scale = wv.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                    for (x, y) in gv.iter().zip(&wv) {
+                        assert!(
+                            close(*x, *y, scale),
+                            "{name}/{fmt}/{}: {out}: {x} vs {y}",
+                            target.name()
+                        );
+                    }
+                }
+                ran += 1;
+            }
+        }
+    }
+    assert_eq!(ran, 34);
+}

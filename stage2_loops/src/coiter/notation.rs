@@ -327,7 +327,14 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
             kind: *k,
         });
     }
-    if !it.init.is_empty() || it.body.len() != 1 || !it.fused.is_empty() {
+    // An init may only zero the result (results start at zero, or at a reduction's identity).
+    let zeroing = |s: &S1| match s {
+        S1::Store(st) => {
+            matches!(st.value, E1::Int(0)) || matches!(st.value, E1::Float(v) if v == 0.0)
+        }
+        S1::Iter(_) => false,
+    };
+    if !it.init.iter().all(zeroing) || it.body.len() != 1 || !it.fused.is_empty() {
         return Err(unsupported(format!(
             "iteration `{}`: a co-iteration body is a single store (an init is implied: results start at zero)",
             it.name
