@@ -102,6 +102,9 @@ pub enum BenchError {
     /// Standard output cannot be written.
     #[error("writing the results: {0}")]
     Stdout(std::io::Error),
+    /// The worker pool cannot be built.
+    #[error("cannot start the worker threads: {0}")]
+    Threads(String),
 }
 
 /// The arguments of `lacuna bench`.
@@ -732,17 +735,25 @@ fn measure(
     threads: usize,
     reps: Repeats,
 ) -> Result<Record, BenchError> {
-    // The JIT runs kernels on the calling thread; the count is exported for the parallel
-    // runtime to come (rayon reads RAYON_NUM_THREADS) and recorded as requested.
-    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
-    prep.run_once()?; // warm-up
+    // Parallel loops run on a pool of `threads` workers (built once per measurement, outside
+    // the timed runs); kernels without parallel loops use one.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| BenchError::Threads(e.to_string()))?;
+    let parallel = prep.compiled.exe.has_parallel_loops();
+    let threads_used = if parallel { threads } else { 1 };
     let mut times = Vec::with_capacity(reps.min_runs);
-    let mut total = 0.0;
-    while times.len() < reps.min_runs || (total < reps.min_time && times.len() < MAX_RUNS) {
-        let t = prep.run_once()?;
-        total += t;
-        times.push(t);
-    }
+    pool.install(|| -> Result<(), BenchError> {
+        prep.run_once()?; // warm-up
+        let mut total = 0.0;
+        while times.len() < reps.min_runs || (total < reps.min_time && times.len() < MAX_RUNS) {
+            let t = prep.run_once()?;
+            total += t;
+            times.push(t);
+        }
+        Ok(())
+    })?;
     let repeat = times.len();
     let min = times.iter().copied().fold(f64::INFINITY, f64::min);
     let med = median(&mut times);
@@ -758,7 +769,7 @@ fn measure(
         format: c.format.clone(),
         schedule: schedule.to_string(),
         threads,
-        threads_used: 1,
+        threads_used,
         compile_s: c.compile_s,
         convert_s: prep.convert_s,
         run_s_min: min,

@@ -404,6 +404,14 @@ impl Executable {
         })
     }
 
+    /// Whether the compiled code has parallel loops (run on rayon's current pool).
+    pub fn has_parallel_loops(&self) -> bool {
+        match self {
+            Executable::Jit(k) => k.llvm_ir().contains("lacuna_rt_parallel_for"),
+            _ => false,
+        }
+    }
+
     /// Runs once on `b`.
     pub fn run(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
         match self {

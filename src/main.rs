@@ -75,6 +75,9 @@ enum Command {
         /// Number of timed runs.
         #[arg(long, default_value_t = 1)]
         repeat: usize,
+        /// Worker threads for parallel loops (default: RAYON_NUM_THREADS, else every core).
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Store a tensor in an encoding (MLIR syntax or a preset such as `csr`, `bsr(2,2)`).
     /// Prints MLIR's `sparse_tensor.print` layout with `--print`, a JSON summary otherwise.
@@ -138,6 +141,8 @@ enum CliError {
     BadPair { flag: &'static str, arg: String },
     #[error("the requested shape has too many elements")]
     TooLarge,
+    #[error("--threads expects a positive number of worker threads")]
+    BadThreads,
     #[error("--param {name}: `{value}` is not an integer")]
     BadParam { name: String, value: String },
 }
@@ -179,7 +184,17 @@ fn run(cli: Cli) -> Result<(), CliError> {
             schedule,
             target,
             repeat,
+            threads,
         } => {
+            if let Some(n) = threads {
+                if n == 0 {
+                    return Err(CliError::BadThreads);
+                }
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .build_global()
+                    .map_err(|_| CliError::BadThreads)?;
+            }
             let schedule = schedule
                 .as_deref()
                 .map(lacuna::driver::load_schedule)

@@ -43,6 +43,14 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub bufs: HashMap<&'a str, (PointerValue<'ctx>, DType)>,
     /// Parameter arguments by name.
     pub params: HashMap<&'a str, IntValue<'ctx>>,
+    /// The host machine (CPU name and features stamped on outlined functions).
+    pub hm: &'a HostMachine,
+    /// Names of the `indptr` buffers (row pointers that balance parallel loops by nnz).
+    pub indptr: std::collections::HashSet<&'a str>,
+    /// Inside an outlined parallel body: nested parallel loops run serially.
+    pub in_parallel: bool,
+    /// Outlined functions so far (for unique names).
+    pub outlined: std::rc::Rc<std::cell::Cell<usize>>,
     /// Variables in scope, innermost last. A mutable variable ([`Stmt::Decl`]) is held as a
     /// pointer to its stack slot (`true`); LLVM promotes the slot to registers.
     pub env: Vec<(&'a str, Val<'ctx>, bool)>,
@@ -99,6 +107,15 @@ pub(crate) fn build_module<'ctx>(
         func: body_fn,
         bufs,
         params,
+        hm,
+        indptr: f
+            .buffers
+            .iter()
+            .filter(|b| matches!(b.kind, lacuna_stage2::BufferKind::Indptr(_)))
+            .map(|b| b.name.as_str())
+            .collect(),
+        in_parallel: false,
+        outlined: Default::default(),
         env: Vec::new(),
     };
     em.stmts(&f.body)?;
@@ -138,7 +155,7 @@ pub(crate) fn build_module<'ctx>(
 }
 
 /// Argument `i` of `func`.
-fn arg<'ctx>(func: FunctionValue<'ctx>, i: usize) -> R<BasicValueEnum<'ctx>> {
+pub(crate) fn arg<'ctx>(func: FunctionValue<'ctx>, i: usize) -> R<BasicValueEnum<'ctx>> {
     func.get_nth_param(i as u32)
         .ok_or_else(|| CodegenError::Llvm {
             message: format!("missing argument {i}"),
@@ -172,7 +189,7 @@ pub(crate) fn set_align(v: impl AsValueRef, align: u32) -> R<()> {
 }
 
 /// Stamps `target-cpu` and `target-features` (MCJIT otherwise emits baseline code).
-fn stamp_target(ctx: &Context, f: FunctionValue<'_>, hm: &HostMachine) {
+pub(crate) fn stamp_target(ctx: &Context, f: FunctionValue<'_>, hm: &HostMachine) {
     f.add_attribute(
         AttributeLoc::Function,
         ctx.create_string_attribute("target-cpu", &hm.cpu),
@@ -211,6 +228,34 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 };
                 let lo = self.int_operand(start, bound)?;
                 let hi = self.int_operand(end, bound)?;
+                if *kind == ForKind::Parallel && !self.in_parallel {
+                    return self.parallel_for(var, lo, hi, body);
+                }
+                self.for_loop(var, lo, hi, *kind, body)?;
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                self.if_else(cond, then_body, else_body)?;
+            }
+            other => self.simple_stmt(other)?,
+        }
+        Ok(())
+    }
+
+    /// A counted loop `for var in lo..hi` in the current function.
+    pub(crate) fn for_loop(
+        &mut self,
+        var: &'a str,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        kind: ForKind,
+        body: &'a [Stmt],
+    ) -> R<()> {
+        {
+            {
                 let pre = self.current_block()?;
                 let head = self
                     .ctx
@@ -249,15 +294,22 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 )?;
                 let latch = self.current_block()?;
                 let br = self.builder.build_unconditional_branch(head)?;
-                self.loop_hint(br, *kind);
+                self.loop_hint(br, kind);
                 phi.add_incoming(&[(&lo, pre), (&next, latch)]);
                 self.builder.position_at_end(exit);
             }
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => {
+        }
+        Ok(())
+    }
+
+    fn if_else(
+        &mut self,
+        cond: &'a lacuna_stage2::Expr,
+        then_body: &'a [Stmt],
+        else_body: &'a [Stmt],
+    ) -> R<()> {
+        {
+            {
                 let c = self.cond(cond)?;
                 let then_bb = self.ctx.append_basic_block(self.func, "then");
                 let else_bb =
@@ -275,6 +327,13 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 }
                 self.builder.position_at_end(merge);
             }
+        }
+        Ok(())
+    }
+
+    fn simple_stmt(&mut self, s: &'a Stmt) -> R<()> {
+        match s {
+            Stmt::For { .. } | Stmt::If { .. } => unreachable!("handled by stmt"),
             Stmt::Let { var, value } => {
                 let v = self.expr(value)?;
                 self.env.push((var, v, false));
@@ -347,6 +406,15 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     /// A stack slot for a mutable variable, at the start of the entry block (where LLVM's
     /// `mem2reg` promotes it to SSA registers).
     fn entry_alloca(&self, t: DType, name: &str) -> R<PointerValue<'ctx>> {
+        self.entry_alloca_ty(self.llvm_type(t), name)
+    }
+
+    /// A stack slot of any type at the start of the entry block.
+    pub(crate) fn entry_alloca_ty(
+        &self,
+        ty: BasicTypeEnum<'ctx>,
+        name: &str,
+    ) -> R<PointerValue<'ctx>> {
         let entry = self
             .func
             .get_first_basic_block()
@@ -358,7 +426,6 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             Some(i) => b.position_before(&i),
             None => b.position_at_end(entry),
         }
-        let ty = self.llvm_type(t);
         Ok(b.build_alloca(ty, name)?)
     }
 

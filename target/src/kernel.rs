@@ -138,6 +138,13 @@ fn jit(
         .map_err(|e| CodegenError::Jit {
             message: e.to_string(),
         })?;
+    // The runtime's parallel-for, for kernels with parallel loops.
+    if let Some(rt) = module.get_function(crate::parallel::PARALLEL_FOR) {
+        engine.add_global_mapping(
+            &rt,
+            crate::parallel::lacuna_rt_parallel_for as *const () as usize,
+        );
+    }
     let addr = engine
         .get_function_address(&entry_name)
         .map_err(|e| CodegenError::Jit {

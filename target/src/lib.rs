@@ -31,6 +31,7 @@ mod expr;
 mod kernel;
 mod machine;
 mod ops;
+mod parallel;
 
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::CompiledKernel;

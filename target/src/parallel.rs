@@ -1,0 +1,371 @@
+//! Parallel loops: outlined bodies run by a rayon-backed parallel-for.
+//!
+//! A `Parallel` loop `for i in lo..hi { body }` becomes a call
+//! `lacuna_rt_parallel_for(@body_fn, ctx, lo, hi, weights, weight_bits)`: `@body_fn(ctx, a, b)`
+//! is an internal function running `for i in a..b { body }`, and `ctx` an array of 8-byte slots
+//! holding every buffer pointer, parameter and variable in scope (a mutable variable by its
+//! stack slot: the caller's frame outlives the call). The runtime splits `lo..hi` into one
+//! static chunk per worker of rayon's pool (no thread is spawned per call), equal in rows, or —
+//! when the body reads `indptr[i]` and `indptr[i + 1]` of a row-pointer array, which it then
+//! passes as `weights` — equal in stored entries (prefix-sum partitioning). Loops nested in an
+//! outlined body run serially.
+
+use crate::emit::{arg, stamp_target, Emitter, Val};
+use crate::error::CodegenError;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::module::Linkage;
+use inkwell::types::BasicTypeEnum;
+use inkwell::values::{BasicValueEnum, IntValue};
+use inkwell::AddressSpace;
+use lacuna_stage1::BinOp;
+use lacuna_stage2::{Expr, ForKind, Stmt};
+use rayon::prelude::*;
+
+type R<T> = Result<T, CodegenError>;
+
+/// The symbol of the runtime's parallel-for.
+pub(crate) const PARALLEL_FOR: &str = "lacuna_rt_parallel_for";
+
+/// The outlined body's signature.
+type BodyFn = unsafe extern "C" fn(ctx: *mut u8, lo: i64, hi: i64);
+
+struct Shared(*mut u8);
+// SAFETY: the context array is only read by the outlined bodies, whose writes go to disjoint
+// elements (the `parallel` primitive checked that iterations are independent).
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+/// Runs `body(ctx, a, b)` over chunks of `lo..hi` on rayon's current pool.
+///
+/// # Safety
+/// `body` and `ctx` come from generated code (see the module documentation); `weights`, when
+/// `weight_bits` is 32 or 64, points to at least `hi + 1` elements of that width.
+pub(crate) unsafe extern "C" fn lacuna_rt_parallel_for(
+    body: BodyFn,
+    ctx: *mut u8,
+    lo: i64,
+    hi: i64,
+    weights: *const u8,
+    weight_bits: i64,
+) {
+    if hi <= lo {
+        return;
+    }
+    let workers = rayon::current_num_threads().max(1) as i64;
+    let n = hi - lo;
+    if workers == 1 || n == 1 {
+        // SAFETY: the generated body over the whole range, as a serial loop would run it.
+        unsafe { body(ctx, lo, hi) };
+        return;
+    }
+    let chunks = workers.min(n);
+    // Row pointer at row `r` (only called for lo <= r <= hi).
+    let weight = |r: i64| -> i64 {
+        // SAFETY: the body reads `weights[r]` and `weights[r + 1]` for every row it runs, so
+        // `lo..=hi` are valid indices.
+        unsafe {
+            match weight_bits {
+                32 => *(weights as *const i32).add(r as usize) as i64,
+                _ => *(weights as *const i64).add(r as usize),
+            }
+        }
+    };
+    let bounds = if weight_bits == 32 || weight_bits == 64 {
+        partition(lo, hi, chunks, Some(&weight))
+    } else {
+        partition(lo, hi, chunks, None)
+    };
+    let shared = Shared(ctx);
+    let shared = &shared;
+    (0..chunks as usize).into_par_iter().for_each(|k| {
+        let (a, b) = (bounds[k], bounds[k + 1]);
+        if a < b {
+            // SAFETY: disjoint row ranges of an independent loop.
+            unsafe { body(shared.0, a, b) };
+        }
+    });
+}
+
+/// Chunk boundaries of `lo..hi` (`chunks + 1` of them, non-decreasing, from `lo` to `hi`): equal
+/// row counts, or — given the row pointers `weight(r)` — equal numbers of stored entries (the
+/// first row whose prefix reaches each share).
+fn partition(lo: i64, hi: i64, chunks: i64, weight: Option<&dyn Fn(i64) -> i64>) -> Vec<i64> {
+    let mut bounds = Vec::with_capacity(chunks as usize + 1);
+    bounds.push(lo);
+    let n = hi - lo;
+    match weight {
+        Some(weight) => {
+            let (first, total) = (weight(lo), weight(hi) - weight(lo));
+            for k in 1..chunks {
+                let target = first + (total as i128 * k as i128 / chunks as i128) as i64;
+                let (mut a, mut b) = (*bounds.last().unwrap_or(&lo), hi);
+                while a < b {
+                    let mid = a + (b - a) / 2;
+                    if weight(mid) < target {
+                        a = mid + 1;
+                    } else {
+                        b = mid;
+                    }
+                }
+                bounds.push(a);
+            }
+        }
+        None => {
+            for k in 1..chunks {
+                bounds.push(lo + (n as i128 * k as i128 / chunks as i128) as i64);
+            }
+        }
+    }
+    bounds.push(hi);
+    bounds
+}
+
+/// The row-pointer buffer of a loop over `var`, if its body reads `b[var]` and `b[var + 1]`.
+fn row_pointer<'a>(em: &Emitter<'a, '_>, var: &str, body: &'a [Stmt]) -> Option<&'a str> {
+    fn walk<'a>(stmts: &'a [Stmt], out: &mut Vec<(&'a str, &'a Expr)>) {
+        fn expr<'a>(e: &'a Expr, out: &mut Vec<(&'a str, &'a Expr)>) {
+            if let Expr::Load { buffer, indices } = e {
+                if let [i] = indices.as_slice() {
+                    out.push((buffer, i));
+                }
+            }
+            e.children().into_iter().for_each(|c| expr(c, out));
+        }
+        for s in stmts {
+            match s {
+                Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr(value, out),
+                Stmt::Decl { init, .. } => expr(init, out),
+                Stmt::Store { indices, value, .. } => {
+                    indices.iter().for_each(|i| expr(i, out));
+                    expr(value, out);
+                }
+                Stmt::For {
+                    start, end, body, ..
+                } => {
+                    expr(start, out);
+                    expr(end, out);
+                    walk(body, out);
+                }
+                Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                } => {
+                    expr(cond, out);
+                    walk(then_body, out);
+                    walk(else_body, out);
+                }
+                Stmt::While { cond, body } => {
+                    expr(cond, out);
+                    walk(body, out);
+                }
+                Stmt::Block { init, body, .. } => {
+                    walk(init, out);
+                    walk(body, out);
+                }
+            }
+        }
+    }
+    let mut loads = Vec::new();
+    walk(body, &mut loads);
+    let is_var = |e: &Expr| matches!(e, Expr::Var(v) if v == var);
+    let is_next = |e: &Expr| {
+        matches!(e, Expr::Binary(BinOp::Add, a, b)
+            if (is_var(a) && matches!(**b, Expr::Int(1, _))) || (is_var(b) && matches!(**a, Expr::Int(1, _))))
+    };
+    loads
+        .iter()
+        .filter(|(b, i)| em.indptr.contains(*b) && is_var(i))
+        .map(|(b, _)| *b)
+        .find(|b| loads.iter().any(|(c, i)| c == b && is_next(i)))
+}
+
+impl<'a, 'ctx> Emitter<'a, 'ctx> {
+    /// Emits a parallel loop: outlines the body and calls the runtime's parallel-for.
+    pub(crate) fn parallel_for(
+        &mut self,
+        var: &'a str,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        body: &'a [Stmt],
+    ) -> R<()> {
+        let ctx = self.ctx;
+        let ptr = ctx.ptr_type(AddressSpace::default());
+        let i64t = ctx.i64_type();
+        // Everything in scope, in a fixed order.
+        let mut bufs: Vec<(&'a str, BasicValueEnum<'ctx>, lacuna_ir::DType)> = self
+            .bufs
+            .iter()
+            .map(|(n, (p, t))| (*n, (*p).into(), *t))
+            .collect();
+        bufs.sort_by_key(|b| b.0);
+        let mut params: Vec<(&'a str, IntValue<'ctx>)> =
+            self.params.iter().map(|(n, v)| (*n, *v)).collect();
+        params.sort_by_key(|p| p.0);
+        let env = self.env.clone();
+        let slots = bufs.len() + params.len() + env.len();
+        let slot_ty = i64t.array_type(slots.max(1) as u32);
+        let frame = self.entry_alloca_ty(slot_ty.into(), "par.ctx")?;
+        let slot = |em: &Self, k: usize| -> R<inkwell::values::PointerValue<'ctx>> {
+            // SAFETY (of the LLVM construct): `k < slots`, the array's length.
+            Ok(unsafe {
+                em.builder
+                    .build_in_bounds_gep(i64t, frame, &[i64t.const_int(k as u64, false)], "")
+            }?)
+        };
+        let values: Vec<BasicValueEnum<'ctx>> = bufs
+            .iter()
+            .map(|b| b.1)
+            .chain(params.iter().map(|p| p.1.into()))
+            .chain(env.iter().map(|e| e.1.v))
+            .collect();
+        for (k, v) in values.iter().enumerate() {
+            let p = slot(self, k)?;
+            self.builder.build_store(p, *v)?;
+        }
+        // The outlined body.
+        let n = self.outlined.get();
+        self.outlined.set(n + 1);
+        let name = format!("{}.par{n}", self.func.get_name().to_string_lossy());
+        let fn_ty = ctx
+            .void_type()
+            .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+        let outlined = self
+            .module
+            .add_function(&name, fn_ty, Some(Linkage::Internal));
+        outlined.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("nounwind"), 0),
+        );
+        stamp_target(ctx, outlined, self.hm);
+        let builder = ctx.create_builder();
+        builder.position_at_end(ctx.append_basic_block(outlined, "entry"));
+        let (octx, olo, ohi) = (
+            arg(outlined, 0)?.into_pointer_value(),
+            arg(outlined, 1)?.into_int_value(),
+            arg(outlined, 2)?.into_int_value(),
+        );
+        let load = |k: usize, ty: BasicTypeEnum<'ctx>| -> R<BasicValueEnum<'ctx>> {
+            // SAFETY (of the LLVM construct): `k < slots`.
+            let p = unsafe {
+                builder.build_in_bounds_gep(i64t, octx, &[i64t.const_int(k as u64, false)], "")
+            }?;
+            Ok(builder.build_load(ty, p, "")?)
+        };
+        let mut inner = Emitter {
+            ctx,
+            module: self.module,
+            builder: ctx.create_builder(),
+            func: outlined,
+            bufs: Default::default(),
+            params: Default::default(),
+            hm: self.hm,
+            indptr: self.indptr.clone(),
+            in_parallel: true,
+            outlined: self.outlined.clone(),
+            env: Vec::new(),
+        };
+        let mut k = 0;
+        for (name, _, t) in &bufs {
+            let p = load(k, ptr.into())?.into_pointer_value();
+            inner.bufs.insert(name, (p, *t));
+            k += 1;
+        }
+        for (name, _) in &params {
+            let v = load(k, i64t.into())?.into_int_value();
+            inner.params.insert(name, v);
+            k += 1;
+        }
+        for (name, v, mutable) in &env {
+            let loaded = load(k, v.v.get_type())?;
+            inner.env.push((name, Val { v: loaded, t: v.t }, *mutable));
+            k += 1;
+        }
+        if let Some(bb) = builder.get_insert_block() {
+            inner.builder.position_at_end(bb);
+        }
+        inner.for_loop(var, olo, ohi, ForKind::Serial, body)?;
+        inner.builder.build_return(None)?;
+        // The call.
+        let rt = match self.module.get_function(PARALLEL_FOR) {
+            Some(f) => f,
+            None => self.module.add_function(
+                PARALLEL_FOR,
+                ctx.void_type().fn_type(
+                    &[
+                        ptr.into(),
+                        ptr.into(),
+                        i64t.into(),
+                        i64t.into(),
+                        ptr.into(),
+                        i64t.into(),
+                    ],
+                    false,
+                ),
+                Some(Linkage::External),
+            ),
+        };
+        let (weights, bits) = match row_pointer(self, var, body) {
+            Some(b) => {
+                let (p, t) = self.bufs[b];
+                (p, if t == lacuna_ir::DType::I32 { 32 } else { 64 })
+            }
+            None => (ptr.const_null(), 0),
+        };
+        self.builder.build_call(
+            rt,
+            &[
+                outlined.as_global_value().as_pointer_value().into(),
+                frame.into(),
+                lo.into(),
+                hi.into(),
+                weights.into(),
+                i64t.const_int(bits, false).into(),
+            ],
+            "",
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition;
+
+    #[test]
+    fn partitions_cover_the_range_and_balance_stored_entries() {
+        // Row lengths: one heavy row among light ones.
+        let lens = [1i64, 0, 2, 40, 1, 1, 0, 3, 1, 1, 2, 0];
+        let mut indptr = vec![0i64];
+        for l in lens {
+            indptr.push(indptr.last().unwrap() + l);
+        }
+        let w = |r: i64| indptr[r as usize];
+        for chunks in 1..=5 {
+            for (lo, hi) in [(0, 12), (2, 9), (3, 4)] {
+                for weighted in [false, true] {
+                    let b = partition(
+                        lo,
+                        hi,
+                        chunks,
+                        weighted.then_some(&w as &dyn Fn(i64) -> i64),
+                    );
+                    assert_eq!(b.len() as i64, chunks + 1);
+                    assert_eq!((b[0], *b.last().unwrap()), (lo, hi));
+                    assert!(b.windows(2).all(|x| x[0] <= x[1]), "{b:?}");
+                    if weighted {
+                        // Each chunk holds at most its share plus one row.
+                        let share = (w(hi) - w(lo)) / chunks + 1;
+                        let max_row = (lo..hi).map(|r| w(r + 1) - w(r)).max().unwrap_or(0);
+                        for x in b.windows(2) {
+                            assert!(w(x[1]) - w(x[0]) <= share + max_row, "{b:?}");
+                        }
+                    }
+                }
+            }
+        }
+        // Equal rows: sizes differ by at most one.
+        let b = partition(0, 10, 3, None);
+        assert_eq!(b, vec![0, 3, 6, 10]);
+    }
+}
