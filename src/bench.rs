@@ -130,12 +130,13 @@ pub struct BenchArgs {
     /// with the kernels of examples/formats/. Repeatable; default csr.
     #[arg(long = "format", value_name = "ENCODING")]
     pub formats: Vec<String>,
-    /// A schedule file (RON) to apply, or `none`. Repeatable; default none. A schedule runs
-    /// only with the kernel it names.
+    /// A schedule file (RON) to apply, `none`, or `builtin` (the schedule `lacuna run` uses
+    /// without one: rows in parallel, balanced by nnz). Repeatable; default builtin. A schedule
+    /// file runs only with the kernel it names.
     #[arg(long = "schedule", value_name = "FILE|none")]
     pub schedules: Vec<String>,
-    /// Thread counts, comma-separated. Each is recorded and exported as RAYON_NUM_THREADS;
-    /// the compiled kernels currently run on one thread (`threads_used`).
+    /// Thread counts, comma-separated: parallel loops run on a pool of that many workers
+    /// (`threads_used` is 1 for kernels without parallel loops).
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pub threads: Vec<usize>,
     /// Feature widths for spmm and sddmm, comma-separated.
@@ -433,6 +434,9 @@ pub struct Compiled {
     pub compile_s: f64,
 }
 
+/// The kernel name standing for "the built-in schedule of each kernel" (`--schedule builtin`).
+const BUILTIN: &str = "<builtin>";
+
 /// Loads a kernel by name (`spmv`, `spmm`, `sddmm`) with its sparse operand stored in `format`
 /// (`csr`: the kernels over sparse axes), applies `schedule` and JIT-compiles it.
 pub fn compile_kernel(
@@ -460,6 +464,14 @@ pub fn compile_kernel(
         )?
     };
     let t = Instant::now();
+    let builtin = match schedule {
+        Some(s) if s.kernel == BUILTIN => driver::parallel_rows_schedule(&p),
+        _ => None,
+    };
+    let schedule = match schedule {
+        Some(s) if s.kernel == BUILTIN => builtin.as_ref(),
+        other => other,
+    };
     let (program, exe, conversions) = Executable::build_converting(&p, schedule, Target::Jit)?;
     Ok(Compiled {
         def,
@@ -645,20 +657,34 @@ pub fn run_bench(
     for s in &args.schedules {
         let file = if s == "none" {
             None
+        } else if s == "builtin" {
+            // Stands for the built-in schedule of each kernel (see `compile_kernel`).
+            Some(ScheduleFile {
+                version: 1,
+                kernel: BUILTIN.into(),
+                trace: vec![],
+            })
         } else {
             Some(driver::load_schedule(Path::new(s))?)
         };
         schedules.push((s.clone(), file));
     }
     if schedules.is_empty() {
-        schedules.push(("none".to_string(), None));
+        schedules.push((
+            "builtin".to_string(),
+            Some(ScheduleFile {
+                version: 1,
+                kernel: BUILTIN.into(),
+                trace: vec![],
+            }),
+        ));
     }
     let mut records = Vec::new();
     for def in kernels {
         for format in &formats {
             for (sched_name, sched) in &schedules {
                 if let Some(f) = sched {
-                    if f.kernel != def.name {
+                    if f.kernel != def.name && f.kernel != BUILTIN {
                         continue;
                     }
                 }

@@ -458,6 +458,47 @@ pub fn run_kernel(
     run_kernel_scheduled(p, None, inputs, params, target, repeat)
 }
 
+/// Stored entries from which the built-in schedule runs rows in parallel: below, the
+/// parallel-for's fixed cost (some microseconds) outweighs what a second worker saves.
+pub const PARALLEL_MIN_NNZ: usize = 20_000;
+
+/// The built-in schedule for a kernel run without one, chosen from its inputs' statistics: the
+/// outermost loop of its sparse iteration in parallel (balanced by stored entries) when the
+/// sparse inputs hold at least [`PARALLEL_MIN_NNZ`] entries and the loop's iterations are
+/// independent; `None` otherwise.
+pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
+    let nnz: usize = inputs
+        .values()
+        .map(|i| match i {
+            Input::Coo(c) => c.nnz(),
+            Input::Dense(_) => 0,
+        })
+        .sum();
+    if nnz < PARALLEL_MIN_NNZ {
+        return None;
+    }
+    parallel_rows_schedule(p)
+}
+
+/// The schedule running the outermost loop of `p`'s first sparse iteration in parallel, when
+/// that is legal (independent iterations); `None` otherwise or for co-iteration kernels (whose
+/// rows are parallel by construction where legal).
+pub fn parallel_rows_schedule(p: &Program) -> Option<ScheduleFile> {
+    if lacuna_stage2::coiter::is_coiteration(p) {
+        return None;
+    }
+    let it = p.iterations().into_iter().next()?;
+    let file = ScheduleFile {
+        version: 1,
+        kernel: p.name.clone(),
+        trace: vec![lacuna_schedule::Instruction::Parallel {
+            r#loop: format!("{}:{}", it.name, it.vars.first()?),
+        }],
+    };
+    // Only when legal (independent iterations).
+    Schedule::replay(p, &file.trace).ok().map(|_| file)
+}
+
 /// Like [`run_kernel`], with a schedule applied first.
 pub fn run_kernel_scheduled(
     p: &Program,

@@ -66,7 +66,8 @@ enum Command {
         /// such as csc, dcsr, coo, bsr(2,2), ell(4), 2:4).
         #[arg(long = "format", value_name = "NAME=ENCODING")]
         formats: Vec<String>,
-        /// A schedule file (RON) to apply.
+        /// A schedule file (RON) to apply; `none` for no schedule at all. Without one, the JIT
+        /// uses the built-in schedule (rows in parallel on large inputs).
         #[arg(long)]
         schedule: Option<PathBuf>,
         /// Where to run.
@@ -195,8 +196,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     .build_global()
                     .map_err(|_| CliError::BadThreads)?;
             }
+            let no_schedule = schedule.as_deref() == Some(std::path::Path::new("none"));
             let schedule = schedule
                 .as_deref()
+                .filter(|_| !no_schedule)
                 .map(lacuna::driver::load_schedule)
                 .transpose()?;
             let formats = formats
@@ -239,9 +242,15 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 TargetArg::Interp => Target::Interp,
                 TargetArg::InterpStage1 => Target::InterpStage1,
             };
+            let default = match (&schedule, target) {
+                (None, Target::Jit) if !no_schedule => {
+                    lacuna::driver::default_schedule(&p, &input_data)
+                }
+                _ => None,
+            };
             let report = lacuna::driver::run_kernel_scheduled(
                 &p,
-                schedule.as_ref(),
+                schedule.as_ref().or(default.as_ref()),
                 &input_data,
                 &param_values,
                 target,
@@ -265,6 +274,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 "conversion_seconds": report.conversion_seconds,
                 "run_seconds": { "min": min, "median": median(&mut times) },
                 "repeat": report.run_seconds.len(),
+                "schedule": match (&schedule, &default) {
+                    (Some(_), _) => json!("given"),
+                    (None, Some(d)) => json!(format!("built-in: {}", d.trace.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", "))),
+                    (None, None) => json!(null),
+                },
                 "checksum": checksum,
                 "params": report.params,
                 "outputs": outputs,

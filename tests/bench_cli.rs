@@ -137,7 +137,7 @@ fn records_parse_and_checksums_match_run_and_reference() {
         assert_eq!(r["nnz"], a.nnz() as u64);
         assert_eq!(r["repeats"], 2);
         assert_eq!(r["format"], "csr");
-        assert_eq!(r["schedule"], "none");
+        assert_eq!(r["schedule"], "builtin");
         assert!(r["run_s_min"].as_f64() <= r["run_s_median"].as_f64());
         let k = if r["kernel"] == "spmv" {
             assert!(r["k"].is_null());

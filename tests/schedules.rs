@@ -482,6 +482,7 @@ fn sparse_fuse_needs_a_parent_and_its_child() {
 
 /// Decompositions of SpMM's A: each named one, and every one egg enumerates for the matrix,
 /// computes the reference result on every target (the conversion builds the parts).
+#[allow(clippy::too_many_arguments)] // one case of a table-driven test
 fn check_decomposition(
     p: &Program,
     into: &str,

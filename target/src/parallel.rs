@@ -223,40 +223,52 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             let p = slot(self, k)?;
             self.builder.build_store(p, *v)?;
         }
-        // The outlined body.
+        // The outlined body: `@par_body(ptr noalias %buf..., i64 %param..., env..., lo, hi)`,
+        // internal and always inlined into `@par(ptr ctx, lo, hi)`, which unpacks the context
+        // (so that, as in the entry wrapper, `noalias` survives inlining as alias scopes and the
+        // loop keeps the facts it is optimized with).
         let n = self.outlined.get();
         self.outlined.set(n + 1);
-        let name = format!("{}.par{n}", self.func.get_name().to_string_lossy());
-        let fn_ty = ctx
-            .void_type()
-            .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
-        let outlined = self
-            .module
-            .add_function(&name, fn_ty, Some(Linkage::Internal));
-        outlined.add_attribute(
-            AttributeLoc::Function,
-            ctx.create_enum_attribute(Attribute::get_named_enum_kind_id("nounwind"), 0),
+        let base = format!("{}.par{n}", self.func.get_name().to_string_lossy());
+        let attr =
+            |name: &str| ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
+        let mut arg_types: Vec<inkwell::types::BasicMetadataTypeEnum<'ctx>> = Vec::new();
+        arg_types.extend(
+            bufs.iter()
+                .map(|_| inkwell::types::BasicMetadataTypeEnum::from(ptr)),
         );
-        stamp_target(ctx, outlined, self.hm);
-        let builder = ctx.create_builder();
-        builder.position_at_end(ctx.append_basic_block(outlined, "entry"));
-        let (octx, olo, ohi) = (
-            arg(outlined, 0)?.into_pointer_value(),
-            arg(outlined, 1)?.into_int_value(),
-            arg(outlined, 2)?.into_int_value(),
+        arg_types.extend(
+            params
+                .iter()
+                .map(|_| inkwell::types::BasicMetadataTypeEnum::from(i64t)),
         );
-        let load = |k: usize, ty: BasicTypeEnum<'ctx>| -> R<BasicValueEnum<'ctx>> {
-            // SAFETY (of the LLVM construct): `k < slots`.
-            let p = unsafe {
-                builder.build_in_bounds_gep(i64t, octx, &[i64t.const_int(k as u64, false)], "")
-            }?;
-            Ok(builder.build_load(ty, p, "")?)
-        };
+        arg_types.extend(
+            env.iter()
+                .map(|e| inkwell::types::BasicMetadataTypeEnum::from(e.1.v.get_type())),
+        );
+        arg_types.extend([
+            inkwell::types::BasicMetadataTypeEnum::from(i64t),
+            inkwell::types::BasicMetadataTypeEnum::from(i64t),
+        ]);
+        let body_fn = self.module.add_function(
+            &format!("{base}.body"),
+            ctx.void_type().fn_type(&arg_types, false),
+            Some(Linkage::Internal),
+        );
+        for a in ["alwaysinline", "nounwind"] {
+            body_fn.add_attribute(AttributeLoc::Function, attr(a));
+        }
+        stamp_target(ctx, body_fn, self.hm);
+        for k in 0..bufs.len() {
+            for a in ["noalias", "nocapture"] {
+                body_fn.add_attribute(AttributeLoc::Param(k as u32), attr(a));
+            }
+        }
         let mut inner = Emitter {
             ctx,
             module: self.module,
             builder: ctx.create_builder(),
-            func: outlined,
+            func: body_fn,
             bufs: Default::default(),
             params: Default::default(),
             hm: self.hm,
@@ -265,27 +277,71 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             outlined: self.outlined.clone(),
             env: Vec::new(),
         };
+        inner
+            .builder
+            .position_at_end(ctx.append_basic_block(body_fn, "entry"));
         let mut k = 0;
         for (name, _, t) in &bufs {
-            let p = load(k, ptr.into())?.into_pointer_value();
-            inner.bufs.insert(name, (p, *t));
+            inner
+                .bufs
+                .insert(name, (arg(body_fn, k)?.into_pointer_value(), *t));
             k += 1;
         }
         for (name, _) in &params {
-            let v = load(k, i64t.into())?.into_int_value();
-            inner.params.insert(name, v);
+            inner.params.insert(name, arg(body_fn, k)?.into_int_value());
             k += 1;
         }
         for (name, v, mutable) in &env {
-            let loaded = load(k, v.v.get_type())?;
-            inner.env.push((name, Val { v: loaded, t: v.t }, *mutable));
+            inner.env.push((
+                name,
+                Val {
+                    v: arg(body_fn, k)?,
+                    t: v.t,
+                },
+                *mutable,
+            ));
             k += 1;
         }
-        if let Some(bb) = builder.get_insert_block() {
-            inner.builder.position_at_end(bb);
-        }
-        inner.for_loop(var, olo, ohi, ForKind::Serial, body)?;
+        let (blo, bhi) = (
+            arg(body_fn, k)?.into_int_value(),
+            arg(body_fn, k + 1)?.into_int_value(),
+        );
+        inner.for_loop(var, blo, bhi, ForKind::Serial, body)?;
         inner.builder.build_return(None)?;
+        // The chunk function the runtime calls.
+        let fn_ty = ctx
+            .void_type()
+            .fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+        let outlined = self
+            .module
+            .add_function(&base, fn_ty, Some(Linkage::Internal));
+        outlined.add_attribute(AttributeLoc::Function, attr("nounwind"));
+        stamp_target(ctx, outlined, self.hm);
+        let builder = ctx.create_builder();
+        builder.position_at_end(ctx.append_basic_block(outlined, "entry"));
+        let (octx, olo, ohi) = (
+            arg(outlined, 0)?.into_pointer_value(),
+            arg(outlined, 1)?.into_int_value(),
+            arg(outlined, 2)?.into_int_value(),
+        );
+        let mut call_args: Vec<inkwell::values::BasicMetadataValueEnum<'ctx>> = Vec::new();
+        let types: Vec<BasicTypeEnum<'ctx>> = bufs
+            .iter()
+            .map(|_| BasicTypeEnum::from(ptr))
+            .chain(params.iter().map(|_| i64t.into()))
+            .chain(env.iter().map(|e| e.1.v.get_type()))
+            .collect();
+        for (k, ty) in types.into_iter().enumerate() {
+            // SAFETY (of the LLVM construct): `k < slots`, the context's length.
+            let p = unsafe {
+                builder.build_in_bounds_gep(i64t, octx, &[i64t.const_int(k as u64, false)], "")
+            }?;
+            call_args.push(builder.build_load(ty, p, "")?.into());
+        }
+        call_args.push(olo.into());
+        call_args.push(ohi.into());
+        builder.build_call(body_fn, &call_args, "")?;
+        builder.build_return(None)?;
         // The call.
         let rt = match self.module.get_function(PARALLEL_FOR) {
             Some(f) => f,

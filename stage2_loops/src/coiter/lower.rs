@@ -637,12 +637,30 @@ impl Gen<'_> {
             return Ok(out);
         }
         if lattice.points.len() == 1 && top.universe && its.is_empty() {
-            let body = self.case(depth, v, top, levels, &[], reduce_below)?;
+            // The outermost dense loop over result rows runs in parallel: every row writes
+            // its own entries, a sparse result's from its own position (`C.pos[i]`, known
+            // from the count pass).
+            let parallel = depth == 0
+                && match self.plan.mode {
+                    OutMode::Dense => self.a.output().vars.contains(&v),
+                    OutMode::Direct => self.plan.row_vars == [v],
+                    OutMode::Workspace { .. } => false,
+                };
+            let mut body = Vec::new();
+            if parallel && self.plan.mode == OutMode::Direct && self.pass == Pass::Compute {
+                let pos = format!("{}.pos", self.a.output().name);
+                body.push(decl("out.q", load(&pos, i64v(&var))));
+            }
+            body.extend(self.case(depth, v, top, levels, &[], reduce_below)?);
             out.push(Stmt::For {
                 var: var.clone(),
                 start: Expr::i64(0),
                 end: n,
-                kind: ForKind::Serial,
+                kind: if parallel {
+                    ForKind::Parallel
+                } else {
+                    ForKind::Serial
+                },
                 body,
             });
             return Ok(out);
