@@ -139,3 +139,77 @@ fn parallel_loops_are_compiled_to_the_runtime_and_balanced_by_nnz() {
     let (_, serial) = Executable::build_with(&p, None, Target::Jit).expect("builds");
     assert!(!serial.has_parallel_loops());
 }
+
+/// The built-in schedules (register-blocked SpMM at k = 16..64, rows in parallel from 20 000
+/// entries) give the unscheduled kernel's results.
+#[test]
+fn built_in_schedules_keep_results() {
+    use lacuna::driver::{default_schedule, run_kernel, run_kernel_scheduled};
+    let (m, n) = (3000, 2000);
+    let mut e = Vec::new();
+    for i in 0..m {
+        // Skewed: a few long rows, many short or empty ones.
+        let len = if i % 97 == 0 { 400 } else { i % 9 };
+        for t in 0..len {
+            e.push((i, (i * 31 + t * 17) % n, ((i + t) % 11) as f64 / 3.0 - 1.5));
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    e.dedup_by_key(|x| (x.0, x.1));
+    assert!(e.len() >= lacuna::driver::PARALLEL_MIN_NNZ);
+    let a = Input::Coo(coo(m, n, &e));
+    for (kernel, inputs) in [
+        (
+            "spmv",
+            BTreeMap::from([
+                ("A".to_string(), a.clone()),
+                ("x".to_string(), dense(vec![n], 5)),
+            ]),
+        ),
+        (
+            "spmm",
+            BTreeMap::from([
+                ("A".to_string(), a.clone()),
+                ("B".to_string(), dense(vec![n, 32], 6)),
+            ]),
+        ),
+        (
+            "spmm",
+            BTreeMap::from([
+                ("A".to_string(), a.clone()),
+                ("B".to_string(), dense(vec![n, 48], 7)),
+            ]),
+        ),
+        (
+            "spmm",
+            BTreeMap::from([
+                ("A".to_string(), a.clone()),
+                ("B".to_string(), dense(vec![n, 5], 8)),
+            ]),
+        ),
+    ] {
+        let p = example(kernel);
+        let s = default_schedule(&p, &inputs).expect("a built-in schedule for a large input");
+        let names: Vec<&str> = s.trace.iter().map(|t| t.name()).collect();
+        assert!(names.contains(&"parallel"), "{kernel}: {names:?}");
+        let blocked =
+            kernel == "spmm" && matches!(&inputs["B"], Input::Dense(d) if d.shape[1] % 16 == 0);
+        assert_eq!(names.contains(&"unroll"), blocked, "{kernel}: {names:?}");
+        let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+        let got = run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
+            .expect("runs");
+        for (name, w) in &want.outputs {
+            let (g, w) = (
+                got.outputs[name].values().to_f64_vec(),
+                w.values().to_f64_vec(),
+            );
+            assert_eq!(g.len(), w.len());
+            for (x, y) in g.iter().zip(&w) {
+                assert!(
+                    (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+                    "{kernel}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}

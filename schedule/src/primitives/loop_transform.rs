@@ -63,17 +63,37 @@ pub fn split(body: Vec<Stmt>, name: &str, factors: &[Option<u64>]) -> Result<Vec
         for (v, f) in vars.iter().zip(&extents).skip(1) {
             fused = Expr::add(Expr::mul(fused, f.clone()), Expr::var(v));
         }
-        let inner = vec![
-            Stmt::Let {
-                var: var.clone(),
-                value: Expr::add(start.clone(), fused),
-            },
-            Stmt::If {
-                cond: Expr::bin(BinOp::Lt, Expr::var(&var), end.clone()),
-                then_body: body,
-                else_body: vec![],
-            },
-        ];
+        // No tail when the extent is a known multiple of the factors.
+        let exact = match lacuna_stage2::passes::simplify::expr(extent.clone()) {
+            Expr::Int(e, _) => {
+                let covered = extents.iter().try_fold(1i64, |acc, f| {
+                    match lacuna_stage2::passes::simplify::expr(f.clone()) {
+                        Expr::Int(v, _) => acc.checked_mul(v),
+                        _ => None,
+                    }
+                });
+                covered == Some(e)
+            }
+            _ => false,
+        };
+        let let_var = Stmt::Let {
+            var: var.clone(),
+            value: Expr::add(start.clone(), fused),
+        };
+        let inner = if exact {
+            let mut v = vec![let_var];
+            v.extend(body);
+            v
+        } else {
+            vec![
+                let_var,
+                Stmt::If {
+                    cond: Expr::bin(BinOp::Lt, Expr::var(&var), end.clone()),
+                    then_body: body,
+                    else_body: vec![],
+                },
+            ]
+        };
         let nest = vars.iter().zip(&extents).rev().fold(inner, |b, (v, f)| {
             vec![Stmt::For {
                 var: v.clone(),
