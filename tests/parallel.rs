@@ -187,6 +187,14 @@ fn built_in_schedules_keep_results() {
                 ("B".to_string(), dense(vec![n, 5], 8)),
             ]),
         ),
+        (
+            "sddmm",
+            BTreeMap::from([
+                ("S".to_string(), a.clone()),
+                ("X".to_string(), dense(vec![m, 24], 9)),
+                ("W".to_string(), dense(vec![n, 24], 10)),
+            ]),
+        ),
     ] {
         let p = example(kernel);
         let s = default_schedule(&p, &inputs).expect("a built-in schedule for a large input");
@@ -195,6 +203,11 @@ fn built_in_schedules_keep_results() {
         let blocked =
             kernel == "spmm" && matches!(&inputs["B"], Input::Dense(d) if d.shape[1] % 16 == 0);
         assert_eq!(names.contains(&"unroll"), blocked, "{kernel}: {names:?}");
+        assert_eq!(
+            names.contains(&"vectorize"),
+            kernel == "sddmm",
+            "{kernel}: {names:?}"
+        );
         let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
         let got = run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
             .expect("runs");

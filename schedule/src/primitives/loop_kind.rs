@@ -61,6 +61,73 @@ fn varying(v: &str, body: &[Stmt]) -> BTreeSet<String> {
 /// Checks that the iterations of loop `name` are independent: every buffer it writes is
 /// written and read at one index list, which varies with the loop.
 fn independent(s: &Stmt, name: &str) -> Result<(), Condition> {
+    independent_or_reduction(s, name, false)
+}
+
+/// True when every store in `stmts` is `b[idx] = b[idx] + e` with `e` not reading `b`.
+fn sum_reductions_only(stmts: &[Stmt]) -> bool {
+    let mut acc = Vec::new();
+    accesses(stmts, &mut acc);
+    fn stores(stmts: &[Stmt], ok: &mut bool) {
+        for s in stmts {
+            match s {
+                Stmt::Store {
+                    buffer,
+                    indices,
+                    value,
+                } => {
+                    let reads_other = |e: &Expr| {
+                        let mut found = false;
+                        fn walk(e: &Expr, b: &str, found: &mut bool) {
+                            if let Expr::Load { buffer, .. } = e {
+                                *found |= buffer == b;
+                            }
+                            e.children().into_iter().for_each(|c| walk(c, b, found));
+                        }
+                        walk(e, buffer, &mut found);
+                        found
+                    };
+                    *ok &= matches!(value, Expr::Binary(lacuna_stage1::BinOp::Add, a, e)
+                        if matches!(&**a, Expr::Load { buffer: b, indices: i } if b == buffer && i == indices)
+                            && !reads_other(e));
+                }
+                Stmt::For { body, .. } | Stmt::While { body, .. } => stores(body, ok),
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    stores(then_body, ok);
+                    stores(else_body, ok);
+                }
+                Stmt::Block { init, body, .. } => {
+                    stores(init, ok);
+                    stores(body, ok);
+                }
+                Stmt::Let { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {}
+            }
+        }
+    }
+    let mut ok = true;
+    stores(stmts, &mut ok);
+    ok
+}
+
+/// [`independent`], or — when `reduction` — a loop whose carried dependences are all sums
+/// into loop-invariant elements (which vector lanes may reassociate).
+fn independent_or_reduction(s: &Stmt, name: &str, reduction: bool) -> Result<(), Condition> {
+    let result = independent_strict(s, name);
+    match (&result, s) {
+        (Err(Condition::CarriedDependence { .. }), Stmt::For { body, .. })
+            if reduction && assigned_outer(body).is_none() && sum_reductions_only(body) =>
+        {
+            Ok(())
+        }
+        _ => result,
+    }
+}
+
+fn independent_strict(s: &Stmt, name: &str) -> Result<(), Condition> {
     let Stmt::For { var, body, .. } = s else {
         unreachable!("find returns loops")
     };
@@ -169,9 +236,14 @@ pub fn parallel(body: Vec<Stmt>, name: &str) -> Result<Vec<Stmt>, Condition> {
     set_kind(body, name, ForKind::Parallel, false, true)
 }
 
-/// `vectorize(loop)`: requires an innermost loop with independent iterations.
+/// `vectorize(loop)`: requires an innermost loop whose iterations are independent, or whose
+/// only carried dependences are sums into loop-invariant elements (a reduction, which the
+/// vector lanes then reassociate: results may differ from the serial sum in rounding).
 pub fn vectorize(body: Vec<Stmt>, name: &str) -> Result<Vec<Stmt>, Condition> {
-    set_kind(body, name, ForKind::Vectorized, true, true)
+    let index = find(&body, name)?;
+    let s = get(&body, index).expect("found");
+    independent_or_reduction(s, name, true)?;
+    set_kind(body, name, ForKind::Vectorized, true, false)
 }
 
 /// `bind(loop, thread)`: requires independent iterations and a CUDA thread dimension name.
