@@ -46,6 +46,9 @@ pub(crate) struct Emitter<'a, 'ctx> {
     /// Variables in scope, innermost last. A mutable variable ([`Stmt::Decl`]) is held as a
     /// pointer to its stack slot (`true`); LLVM promotes the slot to registers.
     pub env: Vec<(&'a str, Val<'ctx>, bool)>,
+    /// Emitting a GPU kernel: loops bound to the thread hierarchy become guarded reads of the
+    /// thread's index (see `lacuna_stage2::gpu`); on the CPU they run serially.
+    pub gpu: bool,
 }
 
 /// Builds the module for `f`; returns it with the entry point's symbol name.
@@ -100,6 +103,7 @@ pub(crate) fn build_module<'ctx>(
         bufs,
         params,
         env: Vec::new(),
+        gpu: false,
     };
     em.stmts(&f.body)?;
     em.builder.build_return(None)?;
@@ -138,7 +142,7 @@ pub(crate) fn build_module<'ctx>(
 }
 
 /// Argument `i` of `func`.
-fn arg<'ctx>(func: FunctionValue<'ctx>, i: usize) -> R<BasicValueEnum<'ctx>> {
+pub(crate) fn arg<'ctx>(func: FunctionValue<'ctx>, i: usize) -> R<BasicValueEnum<'ctx>> {
     func.get_nth_param(i as u32)
         .ok_or_else(|| CodegenError::Llvm {
             message: format!("missing argument {i}"),
@@ -198,6 +202,13 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
 
     fn stmt(&mut self, s: &'a Stmt) -> R<()> {
         match s {
+            Stmt::For {
+                var,
+                start,
+                end,
+                kind: ForKind::Bound(axis),
+                body,
+            } if self.gpu => self.bound_loop(var, *axis, start, end, body)?,
             Stmt::For {
                 var,
                 start,

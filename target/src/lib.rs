@@ -30,10 +30,12 @@ mod error;
 mod expr;
 mod kernel;
 mod machine;
+mod nvptx;
 mod ops;
 
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::CompiledKernel;
+pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, NVPTX_TRIPLE};
 
 use inkwell::context::Context;
 use inkwell::module::Module;
