@@ -31,6 +31,16 @@ enum TargetArg {
     Interp,
     /// The stage-I interpreter.
     InterpStage1,
+    /// The stage-II interpreter with GPU semantics (bound loops as threads, races checked).
+    InterpGpu,
+    /// A CUDA GPU (sm_80 PTX), through the driver loaded at run time.
+    Cuda,
+    /// A CUDA GPU with sm_90 PTX.
+    #[value(name = "cuda:sm_90")]
+    CudaSm90,
+    /// A CUDA GPU with sm_80 PTX.
+    #[value(name = "cuda:sm_80")]
+    CudaSm80,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -231,6 +241,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 TargetArg::Jit => Target::Jit,
                 TargetArg::Interp => Target::Interp,
                 TargetArg::InterpStage1 => Target::InterpStage1,
+                TargetArg::InterpGpu => Target::InterpGpu,
+                TargetArg::Cuda | TargetArg::CudaSm80 => Target::Cuda(GpuArch::Sm80),
+                TargetArg::CudaSm90 => Target::Cuda(GpuArch::Sm90),
             };
             let report = lacuna::driver::run_kernel_scheduled(
                 &p,
@@ -399,8 +412,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     ),
                 },
                 StageArg::Ptx => {
-                    let k = compile_ptx(&flat()?, gpu.unwrap_or(GpuArch::Sm80), &Default::default())
-                        .map_err(DriverError::from)?;
+                    let k =
+                        compile_ptx(&flat()?, gpu.unwrap_or(GpuArch::Sm80), &Default::default())
+                            .map_err(DriverError::from)?;
                     print!("{}", k.ptx);
                 }
             }

@@ -68,8 +68,8 @@ pub enum GpuError {
         /// The dimension.
         axis: &'static str,
     },
-    /// A launch extent could not be evaluated (a parameter without a value).
-    #[error("the launch extent of {axis} needs parameter `{param}`, which has no value")]
+    /// A launch extent could not be evaluated (a parameter or element without a value).
+    #[error("the launch extent of {axis} needs `{param}`, which has no value")]
     Unbound {
         /// The dimension.
         axis: &'static str,
@@ -109,11 +109,15 @@ impl Launch {
     /// Grid and block dimensions for the parameter values: `([gx, gy, gz], [bx, by, bz])`.
     /// Every extent is at least 1 (an empty range launches one idle thread, whose guard
     /// fails); the block may hold at most [`MAX_THREADS_PER_BLOCK`] threads.
-    pub fn dims(&self, params: &BTreeMap<String, i64>) -> Result<([u32; 3], [u32; 3]), GpuError> {
+    pub fn dims(
+        &self,
+        params: &BTreeMap<String, i64>,
+        load: &dyn Fn(&str, i64) -> Option<Scalar>,
+    ) -> Result<([u32; 3], [u32; 3]), GpuError> {
         let mut d = [1u32; 6];
         for (slot, (axis, e)) in GPU_AXES.iter().zip(&self.extents).enumerate() {
             let Some(e) = e else { continue };
-            let v = eval_params(e, params).map_err(|param| GpuError::Unbound {
+            let v = eval_host(e, params, load).map_err(|param| GpuError::Unbound {
                 axis: axis.name(),
                 param,
             })?;
@@ -149,7 +153,7 @@ impl Launch {
         let mut out = [1u32; 3];
         for (o, e) in out.iter_mut().zip(&self.extents[3..]) {
             if let Some(e) = e {
-                let v = eval_params(e, &empty).ok()?;
+                let v = eval_host(e, &empty, &|_, _| None).ok()?;
                 *o = u32::try_from(v.clamp(1, MAX_THREADS_PER_BLOCK)).ok()?;
             }
         }
@@ -237,41 +241,61 @@ fn collect(
 fn non_param(e: &Expr) -> Option<String> {
     match e {
         Expr::Var(v) => Some(format!("variable `{v}`")),
-        Expr::Load { buffer, .. } | Expr::Search { buffer, .. } | Expr::Segment { buffer, .. } => {
-            Some(format!("buffer `{buffer}`"))
+        // A load at a position computable on the host (e.g. `J.indptr[m]`, the nonzero count)
+        // is evaluated from the bound data before the launch.
+        Expr::Load { indices, .. } => indices.iter().find_map(non_param),
+        Expr::Search { buffer, .. } | Expr::Segment { buffer, .. } => {
+            Some(format!("a search of buffer `{buffer}`"))
         }
         Expr::Coord(v) => Some(format!("coordinate `@{v}`")),
         other => other.children().into_iter().find_map(non_param),
     }
 }
 
-/// Evaluates an expression over parameters and literals (as the interpreters do); the error
-/// names a parameter without a value (or another construct that is not a parameter).
-pub fn eval_params(e: &Expr, params: &BTreeMap<String, i64>) -> Result<i64, String> {
-    fn go(e: &Expr, params: &BTreeMap<String, i64>) -> Result<Scalar, String> {
+/// Evaluates an expression over parameters, literals and loads at such positions (as the
+/// interpreters do), `load` giving a buffer's element; the error names a parameter or buffer
+/// element without a value (or another construct that cannot be evaluated on the host).
+pub fn eval_host(
+    e: &Expr,
+    params: &BTreeMap<String, i64>,
+    load: &dyn Fn(&str, i64) -> Option<Scalar>,
+) -> Result<i64, String> {
+    fn walk(
+        e: &Expr,
+        params: &BTreeMap<String, i64>,
+        load: &dyn Fn(&str, i64) -> Option<Scalar>,
+    ) -> Result<Scalar, String> {
+        let go = |e: &Expr| walk(e, params, load);
         Ok(match e {
             Expr::Int(v, t) => Scalar::I64(*v).cast(*t),
             Expr::Float(v, t) => Scalar::F64(*v).cast(*t),
             Expr::Bool(b) => Scalar::Bool(*b),
             Expr::Param(p) => Scalar::I64(*params.get(p).ok_or_else(|| p.clone())?),
-            Expr::Unary(op, a) => eval_unop(*op, go(a, params)?),
+            Expr::Load { buffer, indices } => {
+                let [i] = indices.as_slice() else {
+                    return Err(format!("{buffer}[...] (not flat)"));
+                };
+                let i = go(i)?.as_i64();
+                load(buffer, i).ok_or_else(|| format!("{buffer}[{i}]"))?
+            }
+            Expr::Unary(op, a) => eval_unop(*op, go(a)?),
             Expr::Binary(op, a, b) => {
-                let (x, y) = (go(a, params)?, go(b, params)?);
+                let (x, y) = (go(a)?, go(b)?);
                 if x.dtype() != y.dtype() {
                     return Err(format!("operands of {op:?}"));
                 }
                 eval_binop(*op, x, y)
             }
             Expr::Select(c, a, b) => {
-                if go(c, params)?.as_bool() {
-                    go(a, params)?
+                if go(c)?.as_bool() {
+                    go(a)?
                 } else {
-                    go(b, params)?
+                    go(b)?
                 }
             }
-            Expr::Cast(t, a) => go(a, params)?.cast(*t),
+            Expr::Cast(t, a) => go(a)?.cast(*t),
             other => return Err(non_param(other).unwrap_or_else(|| format!("{other:?}"))),
         })
     }
-    go(e, params).map(Scalar::as_i64)
+    walk(e, params, load).map(Scalar::as_i64)
 }

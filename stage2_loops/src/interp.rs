@@ -159,10 +159,15 @@ pub fn interpret_func(f: &Func, b: &mut Bindings) -> R<()> {
 /// one element where either writes it is a [`Stage2InterpError::GpuRace`].
 pub fn interpret_gpu(f: &Func, b: &mut Bindings) -> R<()> {
     let launch = crate::gpu::launch(f)?;
-    let dims = launch.dims(&b.params)?;
+    let data = bind_data(f, b)?;
+    let load = |name: &str, i: i64| {
+        let a = data.get(name)?;
+        a.get(usize::try_from(i).ok()?)
+    };
+    let dims = launch.dims(&b.params, &load)?;
     let mut m = Machine {
         f,
-        data: bind_data(f, b)?,
+        data,
         params: b.params.clone(),
         env: Vec::new(),
         concurrent: Vec::new(),
@@ -228,8 +233,8 @@ impl Machine<'_> {
     fn finish(mut self, b: &mut Bindings) {
         let f = self.f;
         for decl in &f.buffers {
-        if matches!(decl.kind, BufferKind::Values(Role::Output | Role::Alloc)) {
-            if let Some(a) = self.data.remove(&decl.name) {
+            if matches!(decl.kind, BufferKind::Values(Role::Output | Role::Alloc)) {
+                if let Some(a) = self.data.remove(&decl.name) {
                     b.buffers.insert(decl.name.clone(), a);
                 }
             }

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 mod check;
+mod cuda;
 mod diag;
 mod emit;
 mod error;
@@ -33,6 +34,7 @@ mod machine;
 mod nvptx;
 mod ops;
 
+pub use cuda::{cuda_available, CudaError, CudaKernel};
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::CompiledKernel;
 pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, NVPTX_TRIPLE};

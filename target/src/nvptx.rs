@@ -26,9 +26,11 @@ use inkwell::types::BasicMetadataTypeEnum;
 use inkwell::values::{BasicMetadataValueEnum, FunctionValue};
 use inkwell::AddressSpace;
 use lacuna_ir::DType;
+use lacuna_stage1::Bindings;
 use lacuna_stage2::gpu::{launch, GpuError, Launch};
+use lacuna_stage2::BufferKind;
 use lacuna_stage2::{Expr, Func, GpuAxis, Stmt};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 type R<T> = Result<T, CodegenError>;
@@ -89,12 +91,19 @@ pub struct GpuKernel {
 }
 
 impl GpuKernel {
-    /// Grid and block dimensions for the parameter values.
-    pub fn launch_dims(
-        &self,
-        params: &BTreeMap<String, i64>,
-    ) -> Result<([u32; 3], [u32; 3]), GpuError> {
-        self.launch.dims(params)
+    /// Grid and block dimensions for bound data: the extents are evaluated from its
+    /// parameters (and, for extents such as `J.indptr[m]`, its structure arrays).
+    pub fn launch_dims(&self, b: &Bindings) -> Result<([u32; 3], [u32; 3]), GpuError> {
+        let load = |name: &str, i: i64| {
+            let decl = self.func.buffer(name)?;
+            let arr = match &decl.kind {
+                BufferKind::Values(_) => b.buffers.get(name),
+                BufferKind::Indptr(ax) => b.axes.get(ax).and_then(|a| a.indptr.as_ref()),
+                BufferKind::Indices(ax) => b.axes.get(ax).and_then(|a| a.indices.as_ref()),
+            }?;
+            arr.get(usize::try_from(i).ok()?)
+        };
+        self.launch.dims(&b.params, &load)
     }
 }
 
