@@ -102,7 +102,7 @@ struct GpuState {
     /// A number unique to the thread.
     id: u64,
     /// (buffer, index) → (thread that wrote it, one that read it, whether another read it).
-    seen: BTreeMap<(String, usize), (Option<u64>, Option<u64>, bool)>,
+    seen: BTreeMap<(String, usize), SeenBy<u64>>,
     /// Thread numbers to their indices, for messages.
     dims: ([u32; 3], [u32; 3]),
 }
@@ -127,7 +127,10 @@ impl GpuState {
 }
 
 /// The iteration that wrote an element, one that read it, and whether another read it too.
-type Seen = (Option<i64>, Option<i64>, bool);
+type Seen = SeenBy<i64>;
+
+/// The thread or iteration that wrote an element, one that read it, and whether another did.
+type SeenBy<T> = (Option<T>, Option<T>, bool);
 
 /// Accesses of the iterations of one GPU-bound loop, to find races.
 struct Tracker {

@@ -110,27 +110,36 @@ fn open_driver() -> Result<Api, CudaError> {
             Ok(p)
         }
     };
+    /// Reinterprets a resolved symbol as the function pointer type `F`.
+    ///
+    /// # Safety
+    /// `p` must be a function with the C signature `F`.
+    unsafe fn func<F: Copy>(p: Ptr) -> F {
+        debug_assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<Ptr>());
+        // SAFETY: `F` is a function pointer type of the same size (caller's contract).
+        unsafe { std::mem::transmute_copy::<Ptr, F>(&p) }
+    }
     // SAFETY: each symbol is the documented driver API function with the C signature of the
     // field it is stored in (CUDA driver API, `cuda.h`, 64-bit `CUdeviceptr`, `_v2` variants).
     unsafe {
         Ok(Api {
-            init: std::mem::transmute::<Ptr, _>(sym(c"cuInit")?),
-            device_get: std::mem::transmute::<Ptr, _>(sym(c"cuDeviceGet")?),
-            primary_ctx_retain: std::mem::transmute::<Ptr, _>(sym(c"cuDevicePrimaryCtxRetain")?),
-            ctx_set_current: std::mem::transmute::<Ptr, _>(sym(c"cuCtxSetCurrent")?),
-            module_load_data: std::mem::transmute::<Ptr, _>(sym(c"cuModuleLoadData")?),
-            module_get_function: std::mem::transmute::<Ptr, _>(sym(c"cuModuleGetFunction")?),
-            module_unload: std::mem::transmute::<Ptr, _>(sym(c"cuModuleUnload")?),
-            mem_alloc: std::mem::transmute::<Ptr, _>(sym(c"cuMemAlloc_v2")?),
-            mem_free: std::mem::transmute::<Ptr, _>(sym(c"cuMemFree_v2")?),
-            memcpy_htod: std::mem::transmute::<Ptr, _>(sym(c"cuMemcpyHtoD_v2")?),
-            memcpy_dtoh: std::mem::transmute::<Ptr, _>(sym(c"cuMemcpyDtoH_v2")?),
-            launch: std::mem::transmute::<Ptr, _>(sym(c"cuLaunchKernel")?),
-            event_create: std::mem::transmute::<Ptr, _>(sym(c"cuEventCreate")?),
-            event_record: std::mem::transmute::<Ptr, _>(sym(c"cuEventRecord")?),
-            event_synchronize: std::mem::transmute::<Ptr, _>(sym(c"cuEventSynchronize")?),
-            event_elapsed: std::mem::transmute::<Ptr, _>(sym(c"cuEventElapsedTime")?),
-            event_destroy: std::mem::transmute::<Ptr, _>(sym(c"cuEventDestroy_v2")?),
+            init: func(sym(c"cuInit")?),
+            device_get: func(sym(c"cuDeviceGet")?),
+            primary_ctx_retain: func(sym(c"cuDevicePrimaryCtxRetain")?),
+            ctx_set_current: func(sym(c"cuCtxSetCurrent")?),
+            module_load_data: func(sym(c"cuModuleLoadData")?),
+            module_get_function: func(sym(c"cuModuleGetFunction")?),
+            module_unload: func(sym(c"cuModuleUnload")?),
+            mem_alloc: func(sym(c"cuMemAlloc_v2")?),
+            mem_free: func(sym(c"cuMemFree_v2")?),
+            memcpy_htod: func(sym(c"cuMemcpyHtoD_v2")?),
+            memcpy_dtoh: func(sym(c"cuMemcpyDtoH_v2")?),
+            launch: func(sym(c"cuLaunchKernel")?),
+            event_create: func(sym(c"cuEventCreate")?),
+            event_record: func(sym(c"cuEventRecord")?),
+            event_synchronize: func(sym(c"cuEventSynchronize")?),
+            event_elapsed: func(sym(c"cuEventElapsedTime")?),
+            event_destroy: func(sym(c"cuEventDestroy_v2")?),
         })
     }
 }
