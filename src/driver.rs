@@ -12,8 +12,13 @@ use lacuna_stage1::{
     bind_with, interpret, unpack, verify, BindError, Bindings, Input, InterpError, Output, Program,
     Role, VerifyError,
 };
-use lacuna_stage2::{interpret_func, lower, Config, LowerError, Lowered, Stage2InterpError};
-use lacuna_target::{compile, CodegenError, CodegenOptions, CompiledKernel, RuntimeError};
+use lacuna_stage2::{
+    interpret_func, interpret_gpu, lower, Config, LowerError, Lowered, Stage2InterpError,
+};
+use lacuna_target::{
+    compile, compile_ptx, CodegenError, CodegenOptions, CompiledKernel, CudaError, CudaKernel,
+    GpuArch, RuntimeError,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -73,6 +78,9 @@ pub enum DriverError {
     /// The stage-I interpreter failed.
     #[error(transparent)]
     Interp1(#[from] InterpError),
+    /// The CUDA launcher failed (for example, no CUDA driver on this machine).
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
     /// The stage-II interpreter failed.
     #[error(transparent)]
     Interp2(#[from] Stage2InterpError),
@@ -313,6 +321,10 @@ pub enum Target {
     Interp,
     /// The stage-I interpreter (coordinate space).
     InterpStage1,
+    /// The stage-II interpreter with GPU semantics (every thread of the launch, races checked).
+    InterpGpu,
+    /// A CUDA GPU through the driver loaded at run time (PTX for the architecture).
+    Cuda(GpuArch),
 }
 
 impl Target {
@@ -322,6 +334,9 @@ impl Target {
             Target::Jit => "jit",
             Target::Interp => "interp",
             Target::InterpStage1 => "interp-stage1",
+            Target::InterpGpu => "interp-gpu",
+            Target::Cuda(GpuArch::Sm80) => "cuda:sm_80",
+            Target::Cuda(GpuArch::Sm90) => "cuda:sm_90",
         }
     }
 }
@@ -334,6 +349,10 @@ pub enum Executable {
     Interp(Box<Lowered>),
     /// The stage-I program, interpreted.
     InterpStage1(Box<Program>),
+    /// The flat program, interpreted with GPU semantics.
+    InterpGpu(Box<Lowered>),
+    /// A kernel loaded on a CUDA GPU.
+    Cuda(Box<CudaKernel>),
 }
 
 impl Executable {
@@ -387,6 +406,12 @@ impl Executable {
             return Ok(match target {
                 Target::InterpStage1 => Executable::InterpStage1(Box::new(p.clone())),
                 Target::Interp => Executable::Interp(Box::new(Lowered { stage2, flat })),
+                Target::InterpGpu => Executable::InterpGpu(Box::new(Lowered { stage2, flat })),
+                Target::Cuda(arch) => Executable::Cuda(Box::new(CudaKernel::load(compile_ptx(
+                    &flat,
+                    arch,
+                    &CodegenOptions::default(),
+                )?)?)),
                 Target::Jit => {
                     Executable::Jit(Box::new(compile(&flat, &CodegenOptions::default())?))
                 }
@@ -396,6 +421,17 @@ impl Executable {
             Target::InterpStage1 => Executable::InterpStage1(Box::new(p.clone())),
             Target::Interp => {
                 Executable::Interp(Box::new(lower(p, &Config::default(), &mut |_, _| {})?))
+            }
+            Target::InterpGpu => {
+                Executable::InterpGpu(Box::new(lower(p, &Config::default(), &mut |_, _| {})?))
+            }
+            Target::Cuda(arch) => {
+                let l = lower(p, &Config::default(), &mut |_, _| {})?;
+                Executable::Cuda(Box::new(CudaKernel::load(compile_ptx(
+                    &l.flat,
+                    arch,
+                    &CodegenOptions::default(),
+                )?)?))
             }
             Target::Jit => {
                 let l = lower(p, &Config::default(), &mut |_, _| {})?;
@@ -418,6 +454,10 @@ impl Executable {
             Executable::Jit(k) => k.run(b)?,
             Executable::Interp(l) => interpret_func(&l.flat, b)?,
             Executable::InterpStage1(_) => interpret(p, b)?,
+            Executable::InterpGpu(l) => interpret_gpu(&l.flat, b)?,
+            Executable::Cuda(k) => {
+                k.run(b)?;
+            }
         }
         Ok(())
     }
@@ -612,6 +652,13 @@ pub fn run_coiteration(
     repeat: usize,
 ) -> Result<RunReport, DriverError> {
     use lacuna_stage2::coiter::{CoKernel, Pass};
+    if let Target::Cuda(_) = target {
+        return Err(DriverError::Coiter(
+            lacuna_stage2::coiter::CoiterError::Unsupported {
+                what: "GPU code generation of co-iteration kernels".into(),
+            },
+        ));
+    }
     let t0 = Instant::now();
     let k = CoKernel::new(p)?;
     let compiled = match target {

@@ -6,7 +6,7 @@ use lacuna::driver::{
 };
 use lacuna::stage1::{print_program, Output};
 use lacuna::stage2::{print_func, Config};
-use lacuna::target::{emit_llvm_ir, CodegenOptions};
+use lacuna::target::{compile_ptx, emit_llvm_ir, emit_nvptx_ir, CodegenOptions, GpuArch};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -31,6 +31,16 @@ enum TargetArg {
     Interp,
     /// The stage-I interpreter.
     InterpStage1,
+    /// The stage-II interpreter with GPU semantics (bound loops as threads, races checked).
+    InterpGpu,
+    /// A CUDA GPU (sm_80 PTX), through the driver loaded at run time.
+    Cuda,
+    /// A CUDA GPU with sm_90 PTX.
+    #[value(name = "cuda:sm_90")]
+    CudaSm90,
+    /// A CUDA GPU with sm_80 PTX.
+    #[value(name = "cuda:sm_80")]
+    CudaSm80,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -43,8 +53,10 @@ enum StageArg {
     Two,
     /// Flat loops over 1-D arrays.
     Flat,
-    /// LLVM IR.
+    /// LLVM IR (for the host, or NVPTX with `--target cuda:...`).
     Llvm,
+    /// PTX assembly of the GPU kernel (`--target cuda:sm_80` or `cuda:sm_90`).
+    Ptx,
 }
 
 #[derive(Subcommand)]
@@ -129,6 +141,10 @@ enum Command {
         /// Print the IR after every pass (stage 2/flat) to stderr.
         #[arg(long)]
         print_after_all: bool,
+        /// Code-generation target of `--stage llvm` and `--stage ptx`: `host` (default) or
+        /// `cuda`, `cuda:sm_80`, `cuda:sm_90`.
+        #[arg(long, default_value = "host")]
+        target: String,
     },
 }
 
@@ -144,6 +160,8 @@ enum CliError {
     TooLarge,
     #[error("--threads expects a positive number of worker threads")]
     BadThreads,
+    #[error("kernel `{kernel}` co-iterates sparse operands; GPU code generation does not support co-iteration kernels")]
+    CoiterPtx { kernel: String },
     #[error("--param {name}: `{value}` is not an integer")]
     BadParam { name: String, value: String },
 }
@@ -241,6 +259,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 TargetArg::Jit => Target::Jit,
                 TargetArg::Interp => Target::Interp,
                 TargetArg::InterpStage1 => Target::InterpStage1,
+                TargetArg::InterpGpu => Target::InterpGpu,
+                TargetArg::Cuda | TargetArg::CudaSm80 => Target::Cuda(GpuArch::Sm80),
+                TargetArg::CudaSm90 => Target::Cuda(GpuArch::Sm90),
             };
             let default = match (&schedule, target) {
                 (None, Target::Jit) if !no_schedule => {
@@ -335,7 +356,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
             stage,
             schedule,
             print_after_all,
+            target,
         } => {
+            let gpu = match (target.as_str(), stage) {
+                ("host", StageArg::Ptx) => Some(GpuArch::Sm80),
+                ("host", _) => None,
+                (t, _) => Some(GpuArch::from_target(t).map_err(DriverError::from)?),
+            };
             let p = load_kernel(&kernel)?;
             if lacuna::stage2::coiter::is_coiteration(&p) {
                 let k = lacuna::stage2::coiter::CoKernel::new(&p).map_err(DriverError::from)?;
@@ -350,6 +377,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
                         for f in funcs {
                             print!("{}", print_func(f));
                         }
+                    }
+                    StageArg::Ptx => {
+                        return Err(CliError::CoiterPtx {
+                            kernel: p.name.clone(),
+                        })
+                    }
+                    StageArg::Llvm if gpu.is_some() => {
+                        return Err(CliError::CoiterPtx {
+                            kernel: p.name.clone(),
+                        })
                     }
                     StageArg::Llvm => {
                         for f in funcs {
@@ -391,11 +428,24 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 StageArg::One => print!("{}", print_program(&p)),
                 StageArg::Two => print!("{}", print_func(&stage2)),
                 StageArg::Flat => print!("{}", print_func(&flat()?)),
-                StageArg::Llvm => print!(
-                    "{}",
-                    emit_llvm_ir(&flat()?, &CodegenOptions::default())
-                        .map_err(DriverError::from)?
-                ),
+                StageArg::Llvm => match gpu {
+                    None => print!(
+                        "{}",
+                        emit_llvm_ir(&flat()?, &CodegenOptions::default())
+                            .map_err(DriverError::from)?
+                    ),
+                    Some(arch) => print!(
+                        "{}",
+                        emit_nvptx_ir(&flat()?, arch, &CodegenOptions::default())
+                            .map_err(DriverError::from)?
+                    ),
+                },
+                StageArg::Ptx => {
+                    let k =
+                        compile_ptx(&flat()?, gpu.unwrap_or(GpuArch::Sm80), &Default::default())
+                            .map_err(DriverError::from)?;
+                    print!("{}", k.ptx);
+                }
             }
         }
     }

@@ -59,6 +59,21 @@ pub enum Stage2InterpError {
         /// The other.
         second: i64,
     },
+    /// Two GPU threads touch one element and one of them writes it (GPU semantics).
+    #[error("race between GPU threads: {first} and {second} both access `{buffer}`[{index}] and one writes it without an atomic")]
+    GpuRace {
+        /// The buffer.
+        buffer: String,
+        /// The flat index.
+        index: usize,
+        /// One thread, as `block (x, y, z) thread (x, y, z)`.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// The function cannot be launched as a GPU kernel.
+    #[error(transparent)]
+    Gpu(#[from] crate::gpu::GpuError),
     /// An access with the wrong number of indices, or another malformed construct.
     #[error("malformed function: {what}")]
     Malformed {
@@ -76,10 +91,46 @@ struct Machine<'f> {
     env: Vec<(String, Scalar)>,
     /// One tracker per enclosing GPU-bound loop: which iteration wrote or read each element.
     concurrent: Vec<Tracker>,
+    /// Under GPU semantics: the running thread and every element's accesses so far.
+    gpu: Option<GpuState>,
+}
+
+/// The thread being run under GPU semantics and the accesses of all threads.
+struct GpuState {
+    /// Its index per dimension, in the order of `gpu::GPU_AXES`.
+    idx: [i64; 6],
+    /// A number unique to the thread.
+    id: u64,
+    /// (buffer, index) → (thread that wrote it, one that read it, whether another read it).
+    seen: BTreeMap<(String, usize), SeenBy<u64>>,
+    /// Thread numbers to their indices, for messages.
+    dims: ([u32; 3], [u32; 3]),
+}
+
+impl GpuState {
+    fn describe(&self, id: u64) -> String {
+        let ([gx, gy, _], [bx, by, bz]) = self.dims;
+        let per_block = bx as u64 * by as u64 * bz as u64;
+        let (blk, thr) = (id / per_block, id % per_block);
+        let (bxx, byy) = (gx as u64, gy as u64);
+        let (tx, ty) = (bx as u64, by as u64);
+        format!(
+            "block ({}, {}, {}) thread ({}, {}, {})",
+            blk % bxx,
+            blk / bxx % byy,
+            blk / (bxx * byy),
+            thr % tx,
+            thr / tx % ty,
+            thr / (tx * ty)
+        )
+    }
 }
 
 /// The iteration that wrote an element, one that read it, and whether another read it too.
-type Seen = (Option<i64>, Option<i64>, bool);
+type Seen = SeenBy<i64>;
+
+/// The thread or iteration that wrote an element, one that read it, and whether another did.
+type SeenBy<T> = (Option<T>, Option<T>, bool);
 
 /// Accesses of the iterations of one GPU-bound loop, to find races.
 struct Tracker {
@@ -92,6 +143,70 @@ struct Tracker {
 
 /// Runs `f` on `b`; output and intermediate buffers are updated in place.
 pub fn interpret_func(f: &Func, b: &mut Bindings) -> R<()> {
+    let data = bind_data(f, b)?;
+    let mut m = Machine {
+        f,
+        data,
+        params: b.params.clone(),
+        env: Vec::new(),
+        concurrent: Vec::new(),
+        gpu: None,
+    };
+    m.stmts(&f.body)?;
+    m.finish(b);
+    Ok(())
+}
+
+/// Runs `f` on `b` with GPU semantics (see [`crate::gpu`]): every thread of the launch, one
+/// after another, runs the body with its bound loops replaced by guards. Two threads touching
+/// one element where either writes it is a [`Stage2InterpError::GpuRace`].
+pub fn interpret_gpu(f: &Func, b: &mut Bindings) -> R<()> {
+    let launch = crate::gpu::launch(f)?;
+    let data = bind_data(f, b)?;
+    let load = |name: &str, i: i64| {
+        let a = data.get(name)?;
+        a.get(usize::try_from(i).ok()?)
+    };
+    let dims = launch.dims(&b.params, &load)?;
+    let mut m = Machine {
+        f,
+        data,
+        params: b.params.clone(),
+        env: Vec::new(),
+        concurrent: Vec::new(),
+        gpu: Some(GpuState {
+            idx: [0; 6],
+            id: 0,
+            seen: BTreeMap::new(),
+            dims,
+        }),
+    };
+    let ([gx, gy, gz], [bx, by, bz]) = dims;
+    let mut id = 0u64;
+    for z in 0..gz {
+        for y in 0..gy {
+            for x in 0..gx {
+                for tz in 0..bz {
+                    for ty in 0..by {
+                        for tx in 0..bx {
+                            if let Some(g) = m.gpu.as_mut() {
+                                g.idx = [x, y, z, tx, ty, tz].map(i64::from);
+                                g.id = id;
+                            }
+                            id += 1;
+                            m.env.clear();
+                            m.stmts(&f.body)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    m.finish(b);
+    Ok(())
+}
+
+fn bind_data(f: &Func, b: &Bindings) -> R<BTreeMap<String, ArrayData>> {
     let mut data = BTreeMap::new();
     for decl in &f.buffers {
         let arr = match &decl.kind {
@@ -113,28 +228,55 @@ pub fn interpret_func(f: &Func, b: &mut Bindings) -> R<()> {
             }
         }
     }
-    let mut m = Machine {
-        f,
-        data,
-        params: b.params.clone(),
-        env: Vec::new(),
-        concurrent: Vec::new(),
-    };
-    m.stmts(&f.body)?;
-    for decl in &f.buffers {
-        if matches!(decl.kind, BufferKind::Values(Role::Output | Role::Alloc)) {
-            if let Some(a) = m.data.remove(&decl.name) {
-                b.buffers.insert(decl.name.clone(), a);
-            }
-        }
-    }
-    Ok(())
+    Ok(data)
 }
 
 impl Machine<'_> {
+    /// Moves the written buffers back into the bindings.
+    fn finish(mut self, b: &mut Bindings) {
+        let f = self.f;
+        for decl in &f.buffers {
+            if matches!(decl.kind, BufferKind::Values(Role::Output | Role::Alloc)) {
+                if let Some(a) = self.data.remove(&decl.name) {
+                    b.buffers.insert(decl.name.clone(), a);
+                }
+            }
+        }
+    }
+
     /// Records an access for every enclosing GPU-bound loop; two of its iterations touching
     /// one element where either writes it is a race.
     fn track(&mut self, buffer: &str, off: usize, write: bool) -> R<()> {
+        if let Some(g) = self.gpu.as_mut() {
+            let me = g.id;
+            let entry = g
+                .seen
+                .entry((buffer.to_string(), off))
+                .or_insert((None, None, false));
+            let conflict = match (write, *entry) {
+                (_, (Some(w), _, _)) if w != me => Some(w),
+                (true, (_, Some(r), multi)) if r != me || multi => Some(r),
+                _ => None,
+            };
+            if let Some(other) = conflict {
+                return Err(Stage2InterpError::GpuRace {
+                    buffer: buffer.to_string(),
+                    index: off,
+                    first: g.describe(other),
+                    second: g.describe(me),
+                });
+            }
+            if write {
+                entry.0 = Some(me);
+            } else {
+                match entry.1 {
+                    None => entry.1 = Some(me),
+                    Some(r) if r != me => entry.2 = true,
+                    Some(_) => {}
+                }
+            }
+            return Ok(());
+        }
         for t in &mut self.concurrent {
             let entry = t
                 .seen
@@ -184,9 +326,19 @@ impl Machine<'_> {
                 start,
                 end,
                 body,
-                ..
+                kind,
             } => {
                 let (s0, e0) = (self.eval(start)?.as_i64(), self.eval(end)?.as_i64());
+                if let (Some(g), ForKind::Bound(axis)) = (&self.gpu, kind) {
+                    // One thread: the guarded statement `let v = start + idx; if v < end`.
+                    let v = s0.wrapping_add(g.idx[crate::gpu::axis_slot(*axis)]);
+                    if v < e0 {
+                        self.env.push((var.clone(), Scalar::I64(v)));
+                        self.stmts(body)?;
+                        self.env.pop();
+                    }
+                    return Ok(());
+                }
                 let bound = matches!(
                     s,
                     Stmt::For {

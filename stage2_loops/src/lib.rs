@@ -6,13 +6,14 @@
 #![warn(missing_docs)]
 
 pub mod coiter;
+pub mod gpu;
 mod interp;
 pub mod ir;
 pub mod passes;
 pub mod pipeline;
 mod print;
 
-pub use interp::{interpret_func, Stage2InterpError};
+pub use interp::{interpret_func, interpret_gpu, Stage2InterpError};
 pub use ir::{expr_type, BufferDecl, BufferKind, Expr, ForKind, Func, GpuAxis, IterVar, Stmt};
 pub use pipeline::{lower, lower_to_flat, lower_to_stage2, verify_flat, Config, Lowered};
 pub use print::print_func;

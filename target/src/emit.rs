@@ -43,8 +43,9 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub bufs: HashMap<&'a str, (PointerValue<'ctx>, DType)>,
     /// Parameter arguments by name.
     pub params: HashMap<&'a str, IntValue<'ctx>>,
-    /// The host machine (CPU name and features stamped on outlined functions).
-    pub hm: &'a HostMachine,
+    /// The host machine (CPU name and features stamped on outlined functions); `None` for GPU
+    /// code, which never outlines.
+    pub hm: Option<&'a HostMachine>,
     /// Names of the `indptr` buffers (row pointers that balance parallel loops by nnz).
     pub indptr: std::collections::HashSet<&'a str>,
     /// Inside an outlined parallel body: nested parallel loops run serially.
@@ -54,6 +55,9 @@ pub(crate) struct Emitter<'a, 'ctx> {
     /// Variables in scope, innermost last. A mutable variable ([`Stmt::Decl`]) is held as a
     /// pointer to its stack slot (`true`); LLVM promotes the slot to registers.
     pub env: Vec<(&'a str, Val<'ctx>, bool)>,
+    /// Emitting a GPU kernel: loops bound to the thread hierarchy become guarded reads of the
+    /// thread's index (see `lacuna_stage2::gpu`); on the CPU they run serially.
+    pub gpu: bool,
 }
 
 /// Builds the module for `f`; returns it with the entry point's symbol name.
@@ -107,7 +111,7 @@ pub(crate) fn build_module<'ctx>(
         func: body_fn,
         bufs,
         params,
-        hm,
+        hm: Some(hm),
         indptr: f
             .buffers
             .iter()
@@ -117,6 +121,7 @@ pub(crate) fn build_module<'ctx>(
         in_parallel: false,
         outlined: Default::default(),
         env: Vec::new(),
+        gpu: false,
     };
     em.stmts(&f.body)?;
     em.builder.build_return(None)?;
@@ -215,6 +220,13 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
 
     fn stmt(&mut self, s: &'a Stmt) -> R<()> {
         match s {
+            Stmt::For {
+                var,
+                start,
+                end,
+                kind: ForKind::Bound(axis),
+                body,
+            } if self.gpu => self.bound_loop(var, *axis, start, end, body)?,
             Stmt::For {
                 var,
                 start,

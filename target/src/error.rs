@@ -162,6 +162,15 @@ pub enum CodegenError {
         /// LLVM's message.
         message: String,
     },
+    /// The function cannot be launched as a GPU kernel.
+    #[error(transparent)]
+    Gpu(#[from] lacuna_stage2::gpu::GpuError),
+    /// A CUDA target other than `cuda`, `cuda:sm_80` or `cuda:sm_90`.
+    #[error("unknown GPU target `{target}`: use cuda:sm_80 or cuda:sm_90")]
+    GpuTarget {
+        /// The requested target.
+        target: String,
+    },
     /// An LLVM builder call failed (a bug of the code generator).
     #[error("LLVM builder error: {message}")]
     Llvm {

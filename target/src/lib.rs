@@ -24,17 +24,21 @@
 #![warn(missing_docs)]
 
 mod check;
+mod cuda;
 mod diag;
 mod emit;
 mod error;
 mod expr;
 mod kernel;
 mod machine;
+mod nvptx;
 mod ops;
 mod parallel;
 
+pub use cuda::{cuda_available, CudaError, CudaKernel};
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::CompiledKernel;
+pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, NVPTX_TRIPLE};
 
 use inkwell::context::Context;
 use inkwell::module::Module;

@@ -26,7 +26,7 @@ impl<'ctx> Emitter<'_, 'ctx> {
     }
 
     /// Calls the overloaded intrinsic `name` instantiated at `types`.
-    fn intrinsic(
+    pub(crate) fn intrinsic(
         &self,
         name: &str,
         types: &[BasicTypeEnum<'ctx>],

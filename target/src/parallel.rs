@@ -258,7 +258,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         for a in ["alwaysinline", "nounwind"] {
             body_fn.add_attribute(AttributeLoc::Function, attr(a));
         }
-        stamp_target(ctx, body_fn, self.hm);
+        if let Some(hm) = self.hm {
+            stamp_target(ctx, body_fn, hm);
+        }
         for k in 0..bufs.len() {
             for a in ["noalias", "nocapture"] {
                 body_fn.add_attribute(AttributeLoc::Param(k as u32), attr(a));
@@ -276,6 +278,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             in_parallel: true,
             outlined: self.outlined.clone(),
             env: Vec::new(),
+            gpu: false,
         };
         inner
             .builder
@@ -316,7 +319,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             .module
             .add_function(&base, fn_ty, Some(Linkage::Internal));
         outlined.add_attribute(AttributeLoc::Function, attr("nounwind"));
-        stamp_target(ctx, outlined, self.hm);
+        if let Some(hm) = self.hm {
+            stamp_target(ctx, outlined, hm);
+        }
         let builder = ctx.create_builder();
         builder.position_at_end(ctx.append_basic_block(outlined, "entry"));
         let (octx, olo, ohi) = (

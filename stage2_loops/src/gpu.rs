@@ -1,0 +1,301 @@
+//! GPU semantics of a flat function whose loops are bound to the CUDA thread hierarchy.
+//!
+//! A function is launched as one CUDA kernel. Every thread runs the whole body; a loop
+//! `bind(AXIS) for v in start..end { body }` is not a loop on the GPU but the guarded statement
+//! `let v = start + AXIS; if v < end { body }`, where `AXIS` is the thread's index on that
+//! dimension (`blockIdx.x`, `threadIdx.y`, ...). Statements outside every loop bound to a
+//! dimension are therefore executed by each thread of that dimension (redundantly).
+//!
+//! The launch extent of a dimension is the largest `end - start` of the loops bound to it (1
+//! when none is), so it must be computable from the parameters alone: a bound loop whose range
+//! reads a variable or a buffer is rejected ([`GpuError::DataDependentExtent`]), as is a loop
+//! bound inside another loop bound to the same dimension ([`GpuError::NestedAxis`]).
+//!
+//! [`crate::interpret_gpu`] executes these semantics thread by thread and reports two threads
+//! touching one element where either writes it as a race; the NVPTX code generator in
+//! `lacuna_target` emits exactly this guarded form.
+
+use crate::ir::{Expr, ForKind, Func, GpuAxis, Stmt};
+use lacuna_ir::Scalar;
+use lacuna_stage1::{eval_binop, eval_unop, BinOp};
+use std::collections::BTreeMap;
+
+/// The six dimensions in launch order: grid x, y, z, then block x, y, z.
+pub const GPU_AXES: [GpuAxis; 6] = [
+    GpuAxis::BlockX,
+    GpuAxis::BlockY,
+    GpuAxis::BlockZ,
+    GpuAxis::ThreadX,
+    GpuAxis::ThreadY,
+    GpuAxis::ThreadZ,
+];
+
+/// Index of a dimension in [`GPU_AXES`].
+pub fn axis_slot(a: GpuAxis) -> usize {
+    match a {
+        GpuAxis::BlockX => 0,
+        GpuAxis::BlockY => 1,
+        GpuAxis::BlockZ => 2,
+        GpuAxis::ThreadX => 3,
+        GpuAxis::ThreadY => 4,
+        GpuAxis::ThreadZ => 5,
+    }
+}
+
+/// CUDA's limit on the threads of one block.
+pub const MAX_THREADS_PER_BLOCK: i64 = 1024;
+
+/// A function that cannot be launched as a GPU kernel, or launch dimensions that are invalid.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum GpuError {
+    /// A bound loop's range reads a loop variable or a buffer.
+    #[error("loop `{loop}` is bound to {axis} but its range reads {what}: the launch extent of a bound loop must depend on parameters only (bind an outer loop, or split the loop by a constant first)")]
+    DataDependentExtent {
+        /// The loop variable.
+        r#loop: String,
+        /// The dimension.
+        axis: &'static str,
+        /// What the range reads.
+        what: String,
+    },
+    /// A loop is bound inside another loop bound to the same dimension.
+    #[error("loop `{inner}` is bound to {axis} inside loop `{outer}`, which is bound to it too")]
+    NestedAxis {
+        /// The enclosing loop.
+        outer: String,
+        /// The nested loop.
+        inner: String,
+        /// The dimension.
+        axis: &'static str,
+    },
+    /// A launch extent could not be evaluated (a parameter or element without a value).
+    #[error("the launch extent of {axis} needs `{param}`, which has no value")]
+    Unbound {
+        /// The dimension.
+        axis: &'static str,
+        /// The parameter.
+        param: String,
+    },
+    /// A launch extent is out of CUDA's range.
+    #[error("launch extent {value} of {axis} is out of range ({limit})")]
+    ExtentRange {
+        /// The dimension.
+        axis: &'static str,
+        /// The extent.
+        value: i64,
+        /// The limit that was broken.
+        limit: &'static str,
+    },
+}
+
+/// The launch extents of a function, as expressions over its parameters, per dimension in the
+/// order of [`GPU_AXES`]; `None` for a dimension no loop is bound to (extent 1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    /// Extent expressions (`i64`), one per dimension.
+    pub extents: [Option<Expr>; 6],
+}
+
+impl Launch {
+    /// The dimensions that loops are bound to.
+    pub fn bound_axes(&self) -> impl Iterator<Item = GpuAxis> + '_ {
+        GPU_AXES
+            .into_iter()
+            .zip(&self.extents)
+            .filter(|(_, e)| e.is_some())
+            .map(|(a, _)| a)
+    }
+
+    /// Grid and block dimensions for the parameter values: `([gx, gy, gz], [bx, by, bz])`.
+    /// Every extent is at least 1 (an empty range launches one idle thread, whose guard
+    /// fails); the block may hold at most [`MAX_THREADS_PER_BLOCK`] threads.
+    pub fn dims(
+        &self,
+        params: &BTreeMap<String, i64>,
+        load: &dyn Fn(&str, i64) -> Option<Scalar>,
+    ) -> Result<([u32; 3], [u32; 3]), GpuError> {
+        let mut d = [1u32; 6];
+        for (slot, (axis, e)) in GPU_AXES.iter().zip(&self.extents).enumerate() {
+            let Some(e) = e else { continue };
+            let v = eval_host(e, params, load).map_err(|param| GpuError::Unbound {
+                axis: axis.name(),
+                param,
+            })?;
+            let limit: (i64, &'static str) = match slot {
+                0 => (i32::MAX as i64, "gridDim.x ≤ 2^31 - 1"),
+                1 | 2 => (65535, "gridDim.y, gridDim.z ≤ 65535"),
+                3 | 4 => (1024, "blockDim.x, blockDim.y ≤ 1024"),
+                _ => (64, "blockDim.z ≤ 64"),
+            };
+            if v > limit.0 {
+                return Err(GpuError::ExtentRange {
+                    axis: axis.name(),
+                    value: v,
+                    limit: limit.1,
+                });
+            }
+            d[slot] = v.max(1) as u32;
+        }
+        let threads = d[3] as i64 * d[4] as i64 * d[5] as i64;
+        if threads > MAX_THREADS_PER_BLOCK {
+            return Err(GpuError::ExtentRange {
+                axis: "blockDim.x * blockDim.y * blockDim.z",
+                value: threads,
+                limit: "at most 1024 threads per block",
+            });
+        }
+        Ok(([d[0], d[1], d[2]], [d[3], d[4], d[5]]))
+    }
+
+    /// The block's thread count when it does not depend on parameters (for `maxntid`).
+    pub fn constant_block(&self) -> Option<[u32; 3]> {
+        let empty = BTreeMap::new();
+        let mut out = [1u32; 3];
+        for (o, e) in out.iter_mut().zip(&self.extents[3..]) {
+            if let Some(e) = e {
+                let v = eval_host(e, &empty, &|_, _| None).ok()?;
+                *o = u32::try_from(v.clamp(1, MAX_THREADS_PER_BLOCK)).ok()?;
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The launch extents of `f` (see the module documentation for the rules).
+pub fn launch(f: &Func) -> Result<Launch, GpuError> {
+    let mut extents: [Option<Expr>; 6] = Default::default();
+    let mut open: Vec<(GpuAxis, String)> = Vec::new();
+    collect(&f.body, &mut extents, &mut open)?;
+    Ok(Launch { extents })
+}
+
+fn collect(
+    stmts: &[Stmt],
+    extents: &mut [Option<Expr>; 6],
+    open: &mut Vec<(GpuAxis, String)>,
+) -> Result<(), GpuError> {
+    for s in stmts {
+        match s {
+            Stmt::For {
+                var,
+                start,
+                end,
+                kind,
+                body,
+            } => {
+                if let ForKind::Bound(axis) = kind {
+                    if let Some((_, outer)) = open.iter().find(|(a, _)| a == axis) {
+                        return Err(GpuError::NestedAxis {
+                            outer: outer.clone(),
+                            inner: var.clone(),
+                            axis: axis.name(),
+                        });
+                    }
+                    for e in [start, end] {
+                        if let Some(what) = non_param(e) {
+                            return Err(GpuError::DataDependentExtent {
+                                r#loop: var.clone(),
+                                axis: axis.name(),
+                                what,
+                            });
+                        }
+                    }
+                    let n = Expr::bin(
+                        BinOp::Max,
+                        Expr::sub(end.clone(), start.clone()),
+                        Expr::i64(0),
+                    );
+                    let slot = &mut extents[axis_slot(*axis)];
+                    *slot = Some(match slot.take() {
+                        None => n,
+                        Some(prev) if prev == n => n,
+                        Some(prev) => Expr::bin(BinOp::Max, prev, n),
+                    });
+                    open.push((*axis, var.clone()));
+                    collect(body, extents, open)?;
+                    open.pop();
+                } else {
+                    collect(body, extents, open)?;
+                }
+            }
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                collect(then_body, extents, open)?;
+                collect(else_body, extents, open)?;
+            }
+            Stmt::While { body, .. } => collect(body, extents, open)?,
+            Stmt::Block { init, body, .. } => {
+                collect(init, extents, open)?;
+                collect(body, extents, open)?;
+            }
+            Stmt::Let { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } | Stmt::Store { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// What an extent expression reads besides parameters and literals, if anything.
+fn non_param(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Var(v) => Some(format!("variable `{v}`")),
+        // A load at a position computable on the host (e.g. `J.indptr[m]`, the nonzero count)
+        // is evaluated from the bound data before the launch.
+        Expr::Load { indices, .. } => indices.iter().find_map(non_param),
+        Expr::Search { buffer, .. } | Expr::Segment { buffer, .. } => {
+            Some(format!("a search of buffer `{buffer}`"))
+        }
+        Expr::Coord(v) => Some(format!("coordinate `@{v}`")),
+        other => other.children().into_iter().find_map(non_param),
+    }
+}
+
+/// Evaluates an expression over parameters, literals and loads at such positions (as the
+/// interpreters do), `load` giving a buffer's element; the error names a parameter or buffer
+/// element without a value (or another construct that cannot be evaluated on the host).
+pub fn eval_host(
+    e: &Expr,
+    params: &BTreeMap<String, i64>,
+    load: &dyn Fn(&str, i64) -> Option<Scalar>,
+) -> Result<i64, String> {
+    fn walk(
+        e: &Expr,
+        params: &BTreeMap<String, i64>,
+        load: &dyn Fn(&str, i64) -> Option<Scalar>,
+    ) -> Result<Scalar, String> {
+        let go = |e: &Expr| walk(e, params, load);
+        Ok(match e {
+            Expr::Int(v, t) => Scalar::I64(*v).cast(*t),
+            Expr::Float(v, t) => Scalar::F64(*v).cast(*t),
+            Expr::Bool(b) => Scalar::Bool(*b),
+            Expr::Param(p) => Scalar::I64(*params.get(p).ok_or_else(|| p.clone())?),
+            Expr::Load { buffer, indices } => {
+                let [i] = indices.as_slice() else {
+                    return Err(format!("{buffer}[...] (not flat)"));
+                };
+                let i = go(i)?.as_i64();
+                load(buffer, i).ok_or_else(|| format!("{buffer}[{i}]"))?
+            }
+            Expr::Unary(op, a) => eval_unop(*op, go(a)?),
+            Expr::Binary(op, a, b) => {
+                let (x, y) = (go(a)?, go(b)?);
+                if x.dtype() != y.dtype() {
+                    return Err(format!("operands of {op:?}"));
+                }
+                eval_binop(*op, x, y)
+            }
+            Expr::Select(c, a, b) => {
+                if go(c)?.as_bool() {
+                    go(a)?
+                } else {
+                    go(b)?
+                }
+            }
+            Expr::Cast(t, a) => go(a)?.cast(*t),
+            other => return Err(non_param(other).unwrap_or_else(|| format!("{other:?}"))),
+        })
+    }
+    walk(e, params, load).map(Scalar::as_i64)
+}

@@ -1,0 +1,335 @@
+//! NVPTX code generation: a flat function with loops bound to the CUDA thread hierarchy as one
+//! PTX kernel for `sm_80` or `sm_90`.
+//!
+//! The kernel `lacuna_NAME(ptr addrspace(1) noalias %buf0, ..., i64 %param0, ...)` uses the
+//! `ptx_kernel` calling convention and is also listed in `nvvm.annotations` as a kernel. Its
+//! body is the statement emitter of the CPU path with one difference, the GPU semantics of
+//! `lacuna_stage2::gpu`: a loop `bind(AXIS) for v in start..end` becomes
+//! `v = start + AXIS; if v < end { body }`, with `AXIS` read from the special register
+//! (`llvm.nvvm.read.ptx.sreg.ctaid.*` / `tid.*`). The launch extents come from
+//! [`lacuna_stage2::gpu::launch`]; [`GpuKernel::launch_dims`] evaluates them for parameter
+//! values. When the block's extents are constants, `maxntid{x,y,z}` annotations give `ptxas`
+//! the launch bound (CUDA's `__launch_bounds__`).
+
+use crate::check::{check_decls, symbol_name};
+use crate::emit::{arg, Emitter};
+use crate::error::CodegenError;
+use crate::CodegenOptions;
+use inkwell::attributes::{Attribute, AttributeLoc};
+use inkwell::context::Context;
+use inkwell::module::Module;
+use inkwell::passes::PassBuilderOptions;
+use inkwell::targets::{
+    CodeModel, FileType, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple,
+};
+use inkwell::types::BasicMetadataTypeEnum;
+use inkwell::values::{BasicMetadataValueEnum, FunctionValue};
+use inkwell::AddressSpace;
+use lacuna_ir::DType;
+use lacuna_stage1::Bindings;
+use lacuna_stage2::gpu::{launch, GpuError, Launch};
+use lacuna_stage2::BufferKind;
+use lacuna_stage2::{Expr, Func, GpuAxis, Stmt};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+type R<T> = Result<T, CodegenError>;
+
+/// The NVPTX target triple.
+pub const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
+
+/// LLVM's calling convention number of `ptx_kernel`.
+const PTX_KERNEL_CC: u32 = 71;
+
+/// Address space of global memory.
+const GLOBAL: u16 = 1;
+
+/// A GPU architecture PTX is generated for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuArch {
+    /// Ampere (`sm_80`).
+    Sm80,
+    /// Hopper (`sm_90`).
+    Sm90,
+}
+
+impl GpuArch {
+    /// Parses `cuda`, `cuda:sm_80` or `cuda:sm_90` (plain `cuda` is `sm_80`).
+    pub fn from_target(target: &str) -> Result<GpuArch, CodegenError> {
+        match target {
+            "cuda" | "cuda:sm_80" => Ok(GpuArch::Sm80),
+            "cuda:sm_90" => Ok(GpuArch::Sm90),
+            other => Err(CodegenError::GpuTarget {
+                target: other.to_string(),
+            }),
+        }
+    }
+    /// The CPU name of LLVM's NVPTX target (and `ptxas -arch`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuArch::Sm80 => "sm_80",
+            GpuArch::Sm90 => "sm_90",
+        }
+    }
+}
+
+/// A PTX kernel and how to launch it.
+#[derive(Clone, Debug)]
+pub struct GpuKernel {
+    /// The kernel's symbol in the PTX (`lacuna_NAME`).
+    pub entry: String,
+    /// The PTX text.
+    pub ptx: String,
+    /// The architecture it was generated for.
+    pub arch: GpuArch,
+    /// Launch extents per dimension (see [`lacuna_stage2::gpu`]).
+    pub launch: Launch,
+    /// The function's parameters, passed after the buffers in this order.
+    pub params: Vec<String>,
+    /// The function (buffers in argument order).
+    pub func: Func,
+}
+
+impl GpuKernel {
+    /// Grid and block dimensions for bound data: the extents are evaluated from its
+    /// parameters (and, for extents such as `J.indptr[m]`, its structure arrays).
+    pub fn launch_dims(&self, b: &Bindings) -> Result<([u32; 3], [u32; 3]), GpuError> {
+        let load = |name: &str, i: i64| {
+            let decl = self.func.buffer(name)?;
+            let arr = match &decl.kind {
+                BufferKind::Values(_) => b.buffers.get(name),
+                BufferKind::Indptr(ax) => b.axes.get(ax).and_then(|a| a.indptr.as_ref()),
+                BufferKind::Indices(ax) => b.axes.get(ax).and_then(|a| a.indices.as_ref()),
+            }?;
+            arr.get(usize::try_from(i).ok()?)
+        };
+        self.launch.dims(&b.params, &load)
+    }
+}
+
+/// Initializes LLVM's NVPTX target once per process.
+fn init_nvptx() -> R<()> {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| Target::initialize_nvptx(&InitializationConfig::default()));
+    Ok(())
+}
+
+fn nvptx_machine(arch: GpuArch, opts: &CodegenOptions) -> R<TargetMachine> {
+    let level = crate::machine::opt_level(opts)?;
+    init_nvptx()?;
+    let triple = TargetTriple::create(NVPTX_TRIPLE);
+    let target = Target::from_triple(&triple).map_err(|e| CodegenError::Target {
+        message: e.to_string(),
+    })?;
+    target
+        .create_target_machine(
+            &triple,
+            arch.name(),
+            "+ptx80",
+            level,
+            RelocMode::Default,
+            CodeModel::Default,
+        )
+        .ok_or_else(|| CodegenError::Target {
+            message: format!("no NVPTX target machine for {}", arch.name()),
+        })
+}
+
+/// The LLVM IR of the GPU kernel of `f` (optimized per [`CodegenOptions::optimized_ir`]).
+pub fn emit_nvptx_ir(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<String> {
+    let ctx = Context::create();
+    let tm = nvptx_machine(arch, opts)?;
+    let module = build_kernel_module(&ctx, f, &tm)?.0;
+    if opts.optimized_ir {
+        optimize(&module, &tm, opts)?;
+    }
+    Ok(module.print_to_string().to_string())
+}
+
+/// Compiles `f` to a PTX kernel for `arch`.
+pub fn compile_ptx(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<GpuKernel> {
+    let ctx = Context::create();
+    let tm = nvptx_machine(arch, opts)?;
+    let (module, entry, launch) = build_kernel_module(&ctx, f, &tm)?;
+    optimize(&module, &tm, opts)?;
+    let buf = tm
+        .write_to_memory_buffer(&module, FileType::Assembly)
+        .map_err(|e| CodegenError::Target {
+            message: format!("PTX emission failed: {e}"),
+        })?;
+    let ptx = String::from_utf8_lossy(buf.as_slice())
+        .trim_end_matches('\0')
+        .to_string();
+    Ok(GpuKernel {
+        entry,
+        ptx,
+        arch,
+        launch,
+        params: f.params.clone(),
+        func: f.clone(),
+    })
+}
+
+fn optimize(module: &Module<'_>, tm: &TargetMachine, opts: &CodegenOptions) -> R<()> {
+    let pbo = PassBuilderOptions::create();
+    pbo.set_loop_unrolling(opts.opt_level >= 2);
+    module
+        .run_passes(&format!("default<O{}>", opts.opt_level), tm, pbo)
+        .map_err(|e| CodegenError::Optimize {
+            message: e.to_string(),
+        })
+}
+
+/// Builds the kernel module; returns it with the kernel's symbol and the launch extents.
+fn build_kernel_module<'ctx>(
+    ctx: &'ctx Context,
+    f: &Func,
+    tm: &TargetMachine,
+) -> R<(Module<'ctx>, String, Launch)> {
+    check_decls(f)?;
+    let launch = launch(f)?;
+    let sym = format!("lacuna_{}", symbol_name(&f.name));
+    let module = ctx.create_module(&sym);
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let gptr = ctx.ptr_type(AddressSpace::from(GLOBAL));
+    let i64t = ctx.i64_type();
+    let mut args: Vec<BasicMetadataTypeEnum> = vec![gptr.into(); f.buffers.len()];
+    args.extend(std::iter::repeat_n(
+        BasicMetadataTypeEnum::from(i64t),
+        f.params.len(),
+    ));
+    let kernel = module.add_function(&sym, ctx.void_type().fn_type(&args, false), None);
+    kernel.set_call_conventions(PTX_KERNEL_CC);
+    let attr = |name: &str| ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
+    kernel.add_attribute(AttributeLoc::Function, attr("nounwind"));
+    let mut bufs = HashMap::new();
+    for (i, b) in f.buffers.iter().enumerate() {
+        for name in ["noalias", "nocapture"] {
+            kernel.add_attribute(AttributeLoc::Param(i as u32), attr(name));
+        }
+        let p = arg(kernel, i)?.into_pointer_value();
+        p.set_name(&b.name);
+        bufs.insert(b.name.as_str(), (p, b.dtype));
+    }
+    let mut params = HashMap::new();
+    for (j, name) in f.params.iter().enumerate() {
+        let v = arg(kernel, f.buffers.len() + j)?.into_int_value();
+        v.set_name(name);
+        params.entry(name.as_str()).or_insert(v);
+    }
+    let builder = ctx.create_builder();
+    builder.position_at_end(ctx.append_basic_block(kernel, "entry"));
+    let mut em = Emitter {
+        ctx,
+        module: &module,
+        builder,
+        func: kernel,
+        bufs,
+        params,
+        env: Vec::new(),
+        gpu: true,
+        hm: None,
+        indptr: Default::default(),
+        // A `Parallel` loop inside a GPU kernel runs serially in its thread.
+        in_parallel: true,
+        outlined: Default::default(),
+    };
+    em.stmts(&f.body)?;
+    em.builder.build_return(None)?;
+    annotate(ctx, &module, kernel, &launch)?;
+    module.verify().map_err(|m| CodegenError::Verify {
+        kernel: f.name.clone(),
+        message: m.to_string(),
+    })?;
+    Ok((module, sym, launch))
+}
+
+/// `nvvm.annotations`: the kernel flag and, for constant block extents, `maxntid{x,y,z}`.
+fn annotate<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    kernel: FunctionValue<'ctx>,
+    launch: &Launch,
+) -> R<()> {
+    let i32t = ctx.i32_type();
+    let fptr = kernel.as_global_value().as_pointer_value();
+    let add = |key: &str, value: u64| -> R<()> {
+        let node = ctx.metadata_node(&[
+            BasicMetadataValueEnum::from(fptr),
+            ctx.metadata_string(key).into(),
+            i32t.const_int(value, false).into(),
+        ]);
+        module
+            .add_global_metadata("nvvm.annotations", &node)
+            .map_err(|e| CodegenError::Llvm {
+                message: e.to_string(),
+            })
+    };
+    add("kernel", 1)?;
+    if let Some([x, y, z]) = launch.constant_block() {
+        add("maxntidx", x as u64)?;
+        add("maxntidy", y as u64)?;
+        add("maxntidz", z as u64)?;
+    }
+    Ok(())
+}
+
+/// The special register holding a thread's index on a dimension.
+fn sreg(axis: GpuAxis) -> &'static str {
+    match axis {
+        GpuAxis::BlockX => "llvm.nvvm.read.ptx.sreg.ctaid.x",
+        GpuAxis::BlockY => "llvm.nvvm.read.ptx.sreg.ctaid.y",
+        GpuAxis::BlockZ => "llvm.nvvm.read.ptx.sreg.ctaid.z",
+        GpuAxis::ThreadX => "llvm.nvvm.read.ptx.sreg.tid.x",
+        GpuAxis::ThreadY => "llvm.nvvm.read.ptx.sreg.tid.y",
+        GpuAxis::ThreadZ => "llvm.nvvm.read.ptx.sreg.tid.z",
+    }
+}
+
+impl<'a, 'ctx> Emitter<'a, 'ctx> {
+    /// A loop bound to a GPU dimension, in a kernel: `v = start + index; if v < end { body }`.
+    pub(crate) fn bound_loop(
+        &mut self,
+        var: &'a str,
+        axis: GpuAxis,
+        start: &'a Expr,
+        end: &'a Expr,
+        body: &'a [Stmt],
+    ) -> R<()> {
+        let bound = |t| CodegenError::LoopBoundType {
+            var: var.to_string(),
+            dtype: t,
+        };
+        let lo = self.int_operand(start, bound)?;
+        let hi = self.int_operand(end, bound)?;
+        let idx = self.intrinsic(sreg(axis), &[], &[])?.into_int_value();
+        let i64t = self.ctx.i64_type();
+        let idx = self.builder.build_int_z_extend(idx, i64t, "")?;
+        let v = self.builder.build_int_nsw_add(lo, idx, var)?;
+        let go = self
+            .builder
+            .build_int_compare(inkwell::IntPredicate::SLT, v, hi, "")?;
+        let then_bb = self
+            .ctx
+            .append_basic_block(self.func, &format!("{var}.bound"));
+        let merge = self
+            .ctx
+            .append_basic_block(self.func, &format!("{var}.end"));
+        self.builder.build_conditional_branch(go, then_bb, merge)?;
+        self.builder.position_at_end(then_bb);
+        self.env.push((
+            var,
+            crate::emit::Val {
+                v: v.into(),
+                t: DType::I64,
+            },
+            false,
+        ));
+        self.stmts(body)?;
+        self.env.pop();
+        self.builder.build_unconditional_branch(merge)?;
+        self.builder.position_at_end(merge);
+        Ok(())
+    }
+}
