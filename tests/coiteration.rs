@@ -850,3 +850,81 @@ fn coiteration_agrees_with_the_sparse_iteration_pipeline_on_format_kernels() {
     }
     assert_eq!(ran, 34);
 }
+
+/// n:m operands (`2:4`, `1:4`): an n:m pair of levels is iterated as one level (coordinate =
+/// block * m + the stored offset). Its padding slots are stored zeros, hence entries of a
+/// union; densified, results equal the dense reference, and the three targets agree.
+#[test]
+fn n_of_m_operands_are_co_iterated() {
+    let cases = cases(
+        (
+            1usize..6,
+            1usize..4,
+            prop::collection::vec(any::<u8>(), 40),
+            operands(),
+        ),
+        cases_count(),
+    );
+    for (m, blocks, picks, (_, _, _, _)) in cases {
+        let n = blocks * 4;
+        for (fmt, per_block) in [("2:4", 2usize), ("1:4", 1)] {
+            // At most `per_block` entries per block of 4.
+            let mut pa = Pattern::new();
+            for i in 0..m {
+                for b in 0..blocks {
+                    let pick = picks[(i * blocks + b) % picks.len()] as usize;
+                    for s in 0..(pick % (per_block + 1)) {
+                        pa.insert((i, b * 4 + (pick / 3 + s * 2) % 4));
+                    }
+                }
+            }
+            let pb: Pattern = (0..m)
+                .flat_map(|i| {
+                    (0..n)
+                        .filter(move |j| (i + j) % 3 == 0)
+                        .map(move |j| (i, j))
+                })
+                .collect();
+            let (va, vb) = (values_for(&pa, 2), values_for(&pb, 3));
+            let inputs = BTreeMap::from([
+                ("A".to_string(), Input::Coo(coo((m, n), &va))),
+                ("B".to_string(), Input::Coo(coo((m, n), &vb))),
+            ]);
+            for (kernel, op) in [("spadd", BinOp::Add), ("spmul", BinOp::Mul)] {
+                let k = compiled(&kernel_named(kernel, &[("A", fmt)]));
+                let got = run_all_compiled(&k, &inputs);
+                assert_eq!(got[0], got[1], "{fmt} {kernel}: JIT vs interpreter");
+                assert_eq!(
+                    got[0].keys().collect::<Vec<_>>(),
+                    got[2].keys().collect::<Vec<_>>(),
+                    "{fmt} {kernel}: pattern vs reference"
+                );
+                for i in 0..m {
+                    for j in 0..n {
+                        let (a, b) = (
+                            va.get(&(i, j)).copied().unwrap_or(0.0),
+                            vb.get(&(i, j)).copied().unwrap_or(0.0),
+                        );
+                        let want = if op == BinOp::Add { a + b } else { a * b };
+                        let have = got[0].get(&(i, j)).copied().unwrap_or(0.0);
+                        assert!(
+                            close(have, want, 4.0),
+                            "{fmt} {kernel} ({i}, {j}): {have} vs {want}"
+                        );
+                    }
+                }
+                // Every stored entry of A is an entry of the union, and of the product where B has one.
+                for key in va.keys() {
+                    assert!(
+                        op == BinOp::Mul || got[0].contains_key(key),
+                        "{fmt} {kernel}: {key:?} missing"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn kernel_named(name: &str, formats: &[(&str, &str)]) -> Program {
+    kernel(name, formats, None)
+}

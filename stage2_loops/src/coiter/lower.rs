@@ -19,7 +19,7 @@
 
 use super::lattice;
 use super::lattice::{build, Lattice, Point};
-use super::notation::{Assignment, TExpr, TRegion};
+use super::notation::{vlevels, Assignment, TExpr, TRegion, VKind, VLevel};
 use super::CoiterError;
 use crate::ir::{BufferDecl, BufferKind, Expr, ForKind, Func, Stmt};
 use lacuna_ir::encoding::{Encoding, LevelType};
@@ -48,6 +48,8 @@ pub struct Plan {
     pub order: Vec<usize>,
     /// The storage each tensor is read in (its own, or a transposed copy's).
     pub encodings: Vec<Option<Encoding>>,
+    /// Its levels as co-iteration reads them (`None` for dense arrays).
+    pub levels: Vec<Option<Vec<VLevel>>>,
     /// Whether operand `t` must be copied into `encodings[t]` before running.
     pub transposed: Vec<bool>,
     /// How the result is written.
@@ -109,6 +111,26 @@ struct It {
     c: String,
     crd: String,
     seg: Option<String>,
+    /// An n:m level's `(n, m)`.
+    nofm: Option<(i64, i64)>,
+}
+
+impl It {
+    /// The coordinate at position `p`.
+    fn coord(&self, p: Expr) -> Expr {
+        match self.nofm {
+            None => load(&self.crd, p),
+            Some((n, m)) => {
+                // block * m + the coordinate within the block.
+                let block = Expr::bin(
+                    BinOp::Div,
+                    Expr::sub(p.clone(), i64v(&self.lo)),
+                    Expr::i64(n),
+                );
+                Expr::add(Expr::mul(block, Expr::i64(m)), load(&self.crd, p))
+            }
+        }
+    }
 }
 
 pub(crate) fn size_expr(s: &Size) -> Expr {
@@ -184,9 +206,9 @@ pub fn vals_name(t: &str) -> String {
 }
 
 impl Plan {
-    /// The level type of tensor `t`'s level `l` (`None` for dense arrays).
-    fn level_type(&self, t: usize, l: usize) -> Option<LevelType> {
-        self.encodings[t].as_ref().map(|e| e.levels()[l].lvl_type)
+    /// Level `l` of tensor `t` (an encoded tensor's).
+    fn level(&self, t: usize, l: usize) -> VLevel {
+        self.levels[t].as_ref().expect("encoded")[l]
     }
 }
 
@@ -260,11 +282,18 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
             });
         }
     };
+    let levels: Vec<Option<Vec<VLevel>>> = encodings
+        .iter()
+        .map(|e| e.as_ref().and_then(vlevels))
+        .collect();
     for &t in &operands {
-        let enc = encodings[t].as_ref().expect("encoded");
-        for (l, spec) in enc.levels().iter().enumerate() {
-            let lt = spec.lvl_type;
-            if !lt.is_dense() && !lt.is_ordered() {
+        let Some(tl) = &levels[t] else {
+            return Err(CoiterError::Unsupported {
+                what: format!("`{}`: its levels cannot be co-iterated", a.tensors[t].name),
+            });
+        };
+        for (l, vl) in tl.iter().enumerate() {
+            if vl.kind != VKind::Dense && !vl.ordered {
                 return Err(CoiterError::Unsupported {
                     what: format!(
                         "`{}`: level {l} is nonordered and cannot be merged; convert it to an ordered encoding",
@@ -306,7 +335,7 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
     };
     if a.merge == Merge::Galloping {
         for &v in &order {
-            let sparse = |t: usize| sparse_at(a, &encodings, t, v);
+            let sparse = |t: usize| sparse_at(a, &levels, t, v);
             let l = build(&a.rhs, &sparse);
             if l.points.len() > 1 {
                 return Err(CoiterError::GallopingUnion {
@@ -318,6 +347,7 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
     Ok(Plan {
         order,
         encodings,
+        levels,
         transposed,
         mode,
         row_vars,
@@ -326,16 +356,18 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
 }
 
 /// Whether tensor `t` is stored sparsely (non-dense level) at variable `v`.
-fn sparse_at(a: &Assignment, encs: &[Option<Encoding>], t: usize, v: usize) -> bool {
-    let Some(enc) = &encs[t] else {
+pub(crate) fn sparse_at(
+    a: &Assignment,
+    levels: &[Option<Vec<VLevel>>],
+    t: usize,
+    v: usize,
+) -> bool {
+    let Some(tl) = &levels[t] else {
         return false;
     };
     let tensor = &a.tensors[t];
-    enc.levels().iter().any(|spec| {
-        spec.expr
-            .as_var()
-            .is_some_and(|d| tensor.vars[d.index()] == v && !spec.lvl_type.is_dense())
-    })
+    tl.iter()
+        .any(|l| tensor.vars[l.dim] == v && l.kind != VKind::Dense)
 }
 
 /// The encoding of `t` with its levels reordered to follow `order` (same level types per
@@ -343,6 +375,14 @@ fn sparse_at(a: &Assignment, encs: &[Option<Encoding>], t: usize, v: usize) -> b
 fn transpose_encoding(a: &Assignment, t: usize, order: &[usize]) -> Result<Encoding, CoiterError> {
     let tensor = &a.tensors[t];
     let enc = tensor.encoding.as_ref().expect("encoded");
+    if !enc.is_permutation() {
+        return Err(CoiterError::Unsupported {
+            what: format!(
+                "`{}`: only permutation maps can be read from a transposed copy; store it in the iteration's order",
+                tensor.name
+            ),
+        });
+    }
     let mut specs: Vec<lacuna_ir::encoding::LevelSpec> = enc.levels().to_vec();
     let var_of = |s: &lacuna_ir::encoding::LevelSpec| {
         let d = s.expr.as_var().expect("permutation");
@@ -422,15 +462,17 @@ pub fn buffers(a: &Assignment, plan: &Plan, pass: Pass) -> Vec<BufferDecl> {
         if t == a.out {
             continue;
         }
-        match &plan.encodings[t] {
+        match &plan.levels[t] {
             None => out.push(decl_buf(tensor.name.clone(), tensor.dtype, Role::Input)),
-            Some(enc) => {
-                for (l, spec) in enc.levels().iter().enumerate() {
-                    if spec.lvl_type.has_positions() {
-                        out.push(decl_buf(pos_name(&tensor.name, l), DType::I64, Role::Input));
+            Some(levels) => {
+                for vl in levels {
+                    if matches!(vl.kind, VKind::Compressed | VKind::Loose) {
+                        let name = pos_name(&tensor.name, vl.storage);
+                        out.push(decl_buf(name, DType::I64, Role::Input));
                     }
-                    if spec.lvl_type.has_coordinates() {
-                        out.push(decl_buf(crd_name(&tensor.name, l), DType::I64, Role::Input));
+                    if vl.kind != VKind::Dense {
+                        let name = crd_name(&tensor.name, vl.storage);
+                        out.push(decl_buf(name, DType::I64, Role::Input));
                     }
                 }
                 out.push(decl_buf(vals_name(&tensor.name), tensor.dtype, Role::Input));
@@ -509,7 +551,7 @@ impl Gen<'_> {
             && depth + 1 < self.plan.order.len();
         let mut present = Vec::new();
         e.tensors(&mut present);
-        let sparse = |t: usize| sparse_at(self.a, &self.plan.encodings, t, v);
+        let sparse = |t: usize| sparse_at(self.a, &self.plan.levels, t, v);
         let lattice = build(e, &sparse);
         if lattice.points.is_empty() {
             return Ok(vec![]);
@@ -517,13 +559,10 @@ impl Gen<'_> {
         // The storage level of each present tensor at `v`.
         let mut levels: Vec<(usize, usize)> = Vec::new();
         for &t in &present {
-            if let Some(enc) = &self.plan.encodings[t] {
+            if let Some(tl) = &self.plan.levels[t] {
                 let l = self.next[t];
-                if l < enc.lvl_rank() {
-                    let d = enc.levels()[l].expr.as_var().expect("permutation").index();
-                    if self.a.tensors[t].vars[d] == v {
-                        levels.push((t, l));
-                    }
+                if l < tl.len() && self.a.tensors[t].vars[tl[l].dim] == v {
+                    levels.push((t, l));
                 }
             }
         }
@@ -543,9 +582,7 @@ impl Gen<'_> {
     }
 
     fn level_size(&self, t: usize, l: usize) -> Expr {
-        let enc = self.plan.encodings[t].as_ref().expect("encoded");
-        let d = enc.levels()[l].expr.as_var().expect("permutation").index();
-        size_expr(&self.a.tensors[t].extents[d])
+        size_expr(&self.a.tensors[t].extents[self.plan.level(t, l).dim])
     }
 
     fn lattice_loops(
@@ -566,32 +603,44 @@ impl Gen<'_> {
             if !top.iters.contains(&t) {
                 continue;
             }
-            let lt = self.plan.level_type(t, l).expect("encoded");
+            let vl = self.plan.level(t, l);
             let name = self.tname(t).to_string();
             let handle = self.handles[t]
                 .clone()
                 .ok_or_else(|| CoiterError::Unsupported {
                     what: format!("`{name}` level {l}: no parent position"),
                 })?;
-            let pos = pos_name(&name, l);
-            let (lo, hi) = match (&handle, lt.is_singleton(), lt.is_loose_compressed()) {
-                (Handle::Single(q), true, _) => (q.clone(), Expr::add(q.clone(), Expr::i64(1))),
-                (Handle::Range(a, b), true, _) => (a.clone(), b.clone()),
-                (Handle::Single(q), false, false) => (
+            let pos = pos_name(&name, vl.storage);
+            let (lo, hi) = match (&handle, vl.kind) {
+                (Handle::Single(q), VKind::Singleton) => {
+                    (q.clone(), Expr::add(q.clone(), Expr::i64(1)))
+                }
+                (Handle::Range(a, b), VKind::Singleton) => (a.clone(), b.clone()),
+                (Handle::Single(q), VKind::Compressed) => (
                     load(&pos, q.clone()),
                     load(&pos, Expr::add(q.clone(), Expr::i64(1))),
                 ),
-                (Handle::Single(q), false, true) => {
+                (Handle::Single(q), VKind::Loose) => {
                     let two_q = Expr::mul(Expr::i64(2), q.clone());
                     (
                         load(&pos, two_q.clone()),
                         load(&pos, Expr::add(two_q, Expr::i64(1))),
                     )
                 }
-                (Handle::Range(..), false, _) => {
+                (Handle::Single(q), VKind::NOfM { n, m }) => {
+                    // n slots per block of m, ceil(extent / m) blocks per parent position.
+                    let ext = size_expr(&self.a.tensors[t].extents[vl.dim]);
+                    let blocks =
+                        Expr::bin(BinOp::Div, Expr::add(ext, Expr::i64(m - 1)), Expr::i64(m));
+                    let per = Expr::mul(blocks, Expr::i64(n));
+                    let lo = Expr::mul(q.clone(), per.clone());
+                    (lo.clone(), Expr::add(lo, per))
+                }
+                (Handle::Range(..), _) | (_, VKind::Dense) => {
                     return Err(CoiterError::Unsupported {
                         what: format!(
-                            "`{name}` level {l}: a compressed level below a non-unique level"
+                            "`{name}` level {l}: a {:?} level below a non-unique level",
+                            vl.kind
                         ),
                     })
                 }
@@ -600,15 +649,19 @@ impl Gen<'_> {
             let p = self.fresh(&format!("{name}.l{l}.p"));
             let end = self.fresh(&format!("{name}.l{l}.end"));
             let c = self.fresh(&format!("{name}.l{l}.c"));
-            let seg = (!lt.is_unique()).then(|| self.fresh(&format!("{name}.l{l}.seg")));
+            let seg = (!vl.unique).then(|| self.fresh(&format!("{name}.l{l}.seg")));
             its.push(It {
                 t,
                 lo: lo_v.clone(),
                 p: p.clone(),
                 end: end.clone(),
                 c,
-                crd: crd_name(&name, l),
+                crd: crd_name(&name, vl.storage),
                 seg,
+                nofm: match vl.kind {
+                    VKind::NOfM { n, m } => Some((n, m)),
+                    _ => None,
+                },
             });
             out.push(let_(&lo_v, lo));
             out.push(let_(&end, hi));
@@ -619,10 +672,7 @@ impl Gen<'_> {
         if lattice.points.len() == 1 && !top.universe && its.len() == 1 && its[0].seg.is_none() {
             let it = its[0].clone();
             let pv = self.fresh(&format!("{var}.pos"));
-            let mut body = vec![
-                let_(&var, load(&it.crd, i64v(&pv))),
-                let_(&it.c, i64v(&var)),
-            ];
+            let mut body = vec![let_(&var, it.coord(i64v(&pv))), let_(&it.c, i64v(&var))];
             let mut inner = it.clone();
             inner.p = pv.clone();
             body.extend(self.case(depth, v, top, levels, &[inner], reduce_below)?);
@@ -682,7 +732,7 @@ impl Gen<'_> {
             }
             let mut body = Vec::new();
             for i in &pits {
-                body.push(let_(&i.c, load(&i.crd, i64v(&i.p))));
+                body.push(let_(&i.c, i.coord(i64v(&i.p))));
                 if let Some(seg) = &i.seg {
                     body.push(decl(seg, Expr::add(i64v(&i.p), Expr::i64(1))));
                     body.push(Stmt::While {
@@ -781,7 +831,7 @@ impl Gen<'_> {
             self.fresh("gallop.hi"),
             self.fresh("gallop.mid"),
         );
-        let crd_at = |e: Expr| load(&i.crd, e);
+        let crd_at = |e: Expr| i.coord(e);
         vec![
             decl(&lo, i64v(&i.p)),
             decl(&step, Expr::i64(1)),
@@ -838,13 +888,13 @@ impl Gen<'_> {
         let var = self.a.vars[v].name.clone();
         for &(t, l) in levels {
             self.next[t] = l + 1;
-            let lt = self.plan.level_type(t, l).expect("encoded");
+            let dense = self.plan.level(t, l).kind == VKind::Dense;
             self.handles[t] = if let Some(i) = qits.iter().find(|i| i.t == t) {
                 Some(match &i.seg {
                     Some(seg) => Handle::Range(i64v(&i.p), i64v(seg)),
                     None => Handle::Single(i64v(&i.p)),
                 })
-            } else if lt.is_dense() {
+            } else if dense {
                 match &self.handles[t] {
                     Some(Handle::Single(q)) => Some(Handle::Single(Expr::add(
                         Expr::mul(q.clone(), self.level_size(t, l)),
@@ -1240,7 +1290,7 @@ impl Gen<'_> {
         Ok(match e {
             TExpr::Access(t) => {
                 let tensor = &self.a.tensors[*t];
-                let load_e = match &self.plan.encodings[*t] {
+                let load_e = match &self.plan.levels[*t] {
                     None => {
                         let mut idx = Expr::i64(0);
                         for (d, &v) in tensor.vars.iter().enumerate() {

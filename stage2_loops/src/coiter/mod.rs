@@ -104,16 +104,7 @@ impl CoKernel {
         let vars: Vec<String> = a.vars.iter().map(|v| v.name.clone()).collect();
         let mut out = String::new();
         for &v in &self.plan.order {
-            let sparse = |t: usize| {
-                t != a.out
-                    && self.plan.encodings[t].as_ref().is_some_and(|enc| {
-                        enc.levels().iter().any(|s| {
-                            s.expr.as_var().is_some_and(|d| {
-                                a.tensors[t].vars[d.index()] == v && !s.lvl_type.is_dense()
-                            })
-                        })
-                    })
-            };
+            let sparse = |t: usize| t != a.out && lower::sparse_at(a, &self.plan.levels, t, v);
             let l = lattice::build(&a.rhs, &sparse);
             for line in l.render(&tensors, &vars).lines() {
                 out.push_str(&format!("{}: {line}\n", vars[v]));

@@ -26,21 +26,118 @@ pub struct Tensor {
 }
 
 impl Tensor {
-    /// The index variable of each storage level, outermost first (dense arrays: dimension
-    /// order). Only permutation maps have one.
+    /// The index variable of each (virtual) storage level, outermost first (dense arrays:
+    /// dimension order).
     pub fn level_vars(&self) -> Vec<usize> {
-        match &self.encoding {
+        match self.encoding.as_ref().and_then(vlevels) {
             None => self.vars.clone(),
-            Some(enc) => enc
-                .levels()
-                .iter()
-                .map(|l| {
-                    let d = l.expr.as_var().expect("permutation checked by analyze");
-                    self.vars[d.index()]
-                })
-                .collect(),
+            Some(levels) => levels.iter().map(|l| self.vars[l.dim]).collect(),
         }
     }
+}
+
+/// How a (virtual) level is iterated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VKind {
+    /// Every coordinate, located at `parent * size + i`.
+    Dense,
+    /// `crd[pos[q]..pos[q + 1]]`.
+    Compressed,
+    /// `crd[pos[2q]..pos[2q + 1]]`.
+    Loose,
+    /// The parent's positions.
+    Singleton,
+    /// An n:m pair of levels (`d floordiv m : dense, d mod m : structured[n, m]`) read as one:
+    /// `n` slots per block of `m`, the coordinate `block * m + crd[slot]`.
+    NOfM {
+        /// Stored per block.
+        n: i64,
+        /// Block size.
+        m: i64,
+    },
+}
+
+/// A level as co-iteration sees it: one per dimension, in storage order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VLevel {
+    /// The dimension it stores.
+    pub dim: usize,
+    /// How it is iterated.
+    pub kind: VKind,
+    /// Coordinates are unique within a segment.
+    pub unique: bool,
+    /// Coordinates are increasing within a segment.
+    pub ordered: bool,
+    /// The storage level holding its positions and coordinates.
+    pub storage: usize,
+}
+
+/// The levels of an encoding for co-iteration: a permutation map's levels, with n:m pairs read
+/// as one level; `None` for other maps (blocks, slices, symbols).
+pub fn vlevels(enc: &Encoding) -> Option<Vec<VLevel>> {
+    use lacuna_ir::encoding::AffineNode as N;
+    if enc.has_slices() || enc.n_symbols() > 0 {
+        return None;
+    }
+    let levels = enc.levels();
+    let div_mod = |l: usize| -> Option<(usize, i64, bool)> {
+        match levels.get(l)?.expr.nodes() {
+            [N::Var(d), N::Const(m), N::FloorDiv(0, 1)] => Some((d.index(), *m, false)),
+            [N::Var(d), N::Const(m), N::Mod(0, 1)] => Some((d.index(), *m, true)),
+            _ => None,
+        }
+    };
+    let mut out = Vec::new();
+    let mut seen = vec![false; enc.dim_rank()];
+    let mut l = 0;
+    while l < levels.len() {
+        let lt = levels[l].lvl_type;
+        let level = if let Some(d) = levels[l].expr.as_var() {
+            let kind = if lt.is_dense() {
+                VKind::Dense
+            } else if lt.is_compressed() {
+                VKind::Compressed
+            } else if lt.is_loose_compressed() {
+                VKind::Loose
+            } else if lt.is_singleton() {
+                VKind::Singleton
+            } else {
+                return None;
+            };
+            l += 1;
+            VLevel {
+                dim: d.index(),
+                kind,
+                unique: lt.is_unique(),
+                ordered: lt.is_ordered(),
+                storage: l - 1,
+            }
+        } else {
+            let (d, m, false) = div_mod(l)? else {
+                return None;
+            };
+            let (d2, m2, true) = div_mod(l + 1)? else {
+                return None;
+            };
+            let (n, m3) = levels[l + 1].lvl_type.n_out_of_m_sizes()?;
+            if d2 != d || m2 != m || i64::from(m3) != m || !lt.is_dense() {
+                return None;
+            }
+            l += 2;
+            VLevel {
+                dim: d,
+                kind: VKind::NOfM { n: i64::from(n), m },
+                unique: true,
+                ordered: true,
+                storage: l - 1,
+            }
+        };
+        if std::mem::replace(&mut seen[level.dim], true) {
+            return None;
+        }
+        out.push(level);
+    }
+    seen.iter().all(|&s| s).then_some(out)
 }
 
 /// An index variable.
@@ -590,23 +687,11 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
     };
     for t in &tensors {
         if let Some(enc) = &t.encoding {
-            if !enc.is_permutation() || enc.has_slices() || enc.n_symbols() > 0 {
+            if vlevels(enc).is_none() {
                 return Err(unsupported(format!(
-                    "`{}`: co-iteration needs a permutation map (no blocks, slices or symbols); found `{enc}`",
+                    "`{}`: co-iteration reads permutation maps with dense, compressed, loose_compressed and singleton levels, and n:m pairs (`d floordiv m : dense, d mod m : structured[n, m]`); found `{enc}` (convert it first)",
                     t.name
                 )));
-            }
-            for lt in enc.lvl_types() {
-                if !(lt.is_dense()
-                    || lt.is_compressed()
-                    || lt.is_loose_compressed()
-                    || lt.is_singleton())
-                {
-                    return Err(unsupported(format!(
-                        "`{}`: level type `{lt}` cannot be co-iterated",
-                        t.name
-                    )));
-                }
             }
         }
     }
