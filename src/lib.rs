@@ -8,9 +8,11 @@
 
 pub mod bench;
 pub mod driver;
+pub mod tune;
 
 pub use lacuna_ir as ir;
 pub use lacuna_schedule as schedule;
 pub use lacuna_stage1 as stage1;
 pub use lacuna_stage2 as stage2;
 pub use lacuna_target as target;
+pub use lacuna_tuning as tuning;

@@ -59,6 +59,158 @@ enum StageArg {
     Ptx,
 }
 
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct TuneCmd {
+    #[command(subcommand)]
+    action: Option<TuneAction>,
+    /// The kernel (RON).
+    #[arg(required = true)]
+    kernel: Option<PathBuf>,
+    #[command(flatten)]
+    data: DataArgs,
+    /// The records database (JSON Lines; created if missing).
+    #[arg(long, required = true)]
+    db: Option<PathBuf>,
+    /// Wall-clock seconds to search (a resumed run continues its count).
+    #[arg(long, default_value_t = 60.0)]
+    budget: f64,
+    /// Continue the last run of this kernel and data in the database.
+    #[arg(long)]
+    resume: bool,
+    /// Search strategy (default: exhaustive for spaces that fit the trial limit, else
+    /// evolutionary).
+    #[arg(long, value_parser = ["exhaustive", "random", "evolutionary"])]
+    strategy: Option<String>,
+    /// Write the convergence plot, the best schedule, the run's records and a summary here.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Rank by run time plus conversion time divided by N (the runs it is amortized over).
+    #[arg(long, value_name = "N")]
+    amortize: Option<f64>,
+    /// Stop after this many trials.
+    #[arg(long)]
+    trials: Option<usize>,
+    /// Candidates compiled together (in parallel) before being measured one at a time.
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+    /// Seed of the strategy's random choices.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Seconds a candidate may run before its worker is killed and it is recorded as
+    /// timed out.
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Format decompositions (from the e-graph) to try besides the stored CSR.
+    #[arg(long, default_value_t = 5)]
+    decompositions: usize,
+    /// Time each candidate for at least this many seconds (and at least 3 runs).
+    #[arg(long, default_value_t = 0.05)]
+    min_seconds: f64,
+    /// Do not use earlier records (of this data or similar matrices) to start the search.
+    #[arg(long)]
+    no_warm_start: bool,
+    /// Hide the progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum TuneAction {
+    /// Print the best recorded schedule (RON) for a kernel and data, or write it with --out.
+    ApplyBest {
+        /// The kernel (RON).
+        kernel: PathBuf,
+        #[command(flatten)]
+        data: DataArgs,
+        /// The records database.
+        #[arg(long)]
+        db: PathBuf,
+        /// Write the schedule file here instead of printing it.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// Kernel data on the command line.
+#[derive(clap::Args)]
+struct DataArgs {
+    /// An input buffer: NAME=FILE (.mtx, .tns or .npy).
+    #[arg(long = "input", value_name = "NAME=FILE")]
+    inputs: Vec<String>,
+    /// A size parameter: NAME=VALUE.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
+    /// Store an encoded buffer in another format: NAME=ENCODING.
+    #[arg(long = "format", value_name = "NAME=ENCODING")]
+    formats: Vec<String>,
+    /// Worker threads for parallel loops (default: RAYON_NUM_THREADS, else every core).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// Parsed [`DataArgs`].
+struct Data {
+    inputs: Vec<(String, PathBuf)>,
+    params: BTreeMap<String, i64>,
+    formats: Vec<(String, String)>,
+    threads: usize,
+}
+
+impl DataArgs {
+    fn parse(&self) -> Result<Data, CliError> {
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|a| pair("--input", a).map(|(k, v)| (k, PathBuf::from(v))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let params = parse_params(&self.params)?;
+        let formats = self
+            .formats
+            .iter()
+            .map(|f| pair("--format", f))
+            .collect::<Result<Vec<_>, _>>()?;
+        let threads = thread_count(self.threads)?;
+        Ok(Data {
+            inputs,
+            params,
+            formats,
+            threads,
+        })
+    }
+}
+
+fn parse_params(args: &[String]) -> Result<BTreeMap<String, i64>, CliError> {
+    let mut out = BTreeMap::new();
+    for arg in args {
+        let (name, value) = pair("--param", arg)?;
+        let v = value.parse::<i64>().map_err(|_| CliError::BadParam {
+            name: name.clone(),
+            value: value.clone(),
+        })?;
+        out.insert(name, v);
+    }
+    Ok(out)
+}
+
+/// The worker threads: `--threads`, else `RAYON_NUM_THREADS`, else every core; the global
+/// pool is built with that many.
+fn thread_count(threads: Option<usize>) -> Result<usize, CliError> {
+    let n = match threads {
+        Some(0) => return Err(CliError::BadThreads),
+        Some(n) => n,
+        None => std::env::var("RAYON_NUM_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global();
+    Ok(n)
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Compile and run a kernel on data files; prints one JSON object.
@@ -91,7 +243,18 @@ enum Command {
         /// Worker threads for parallel loops (default: RAYON_NUM_THREADS, else every core).
         #[arg(long)]
         threads: Option<usize>,
+        /// Run the best schedule recorded for this kernel and data in a tuning database (see
+        /// `lacuna tune`).
+        #[arg(long, value_name = "DB", conflicts_with = "schedule")]
+        tuned: Option<PathBuf>,
     },
+    /// Search schedules and format decompositions for a kernel on data, measuring each
+    /// candidate in an isolated worker process; every measurement is appended to a database.
+    /// Prints a JSON summary (the table of the best schedules goes to stderr).
+    Tune(TuneCmd),
+    /// Measures candidates for `lacuna tune` (started by it; JSON lines on stdin/stdout).
+    #[command(hide = true)]
+    TuneWorker,
     /// Store a tensor in an encoding (MLIR syntax or a preset such as `csr`, `bsr(2,2)`).
     /// Prints MLIR's `sparse_tensor.print` layout with `--print`, a JSON summary otherwise.
     Convert {
@@ -154,6 +317,8 @@ enum CliError {
     Driver(#[from] DriverError),
     #[error(transparent)]
     Bench(#[from] lacuna::bench::BenchError),
+    #[error(transparent)]
+    Tune(#[from] lacuna::tune::TuneCliError),
     #[error("{flag} expects NAME=VALUE, got `{arg}`")]
     BadPair { flag: &'static str, arg: String },
     #[error("the requested shape has too many elements")]
@@ -164,6 +329,8 @@ enum CliError {
     CoiterPtx { kernel: String },
     #[error("--param {name}: `{value}` is not an integer")]
     BadParam { name: String, value: String },
+    #[error("{what}")]
+    BadTuneOption { what: String },
 }
 
 fn pair(flag: &'static str, arg: &str) -> Result<(String, String), CliError> {
@@ -204,6 +371,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             target,
             repeat,
             threads,
+            tuned,
         } => {
             if let Some(n) = threads {
                 if n == 0 {
@@ -263,6 +431,23 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 TargetArg::Cuda | TargetArg::CudaSm80 => Target::Cuda(GpuArch::Sm80),
                 TargetArg::CudaSm90 => Target::Cuda(GpuArch::Sm90),
             };
+            let mut tuned_note = None;
+            let schedule = match &tuned {
+                Some(db) => {
+                    let (r, note) = lacuna::tune::best_record(db, &p, &input_data, threads)?;
+                    if let Some(n) = note {
+                        eprintln!("note: {n}");
+                    }
+                    tuned_note = Some(format!(
+                        "tuned: trial {} of run {} ({:.4} ms)",
+                        r.trial,
+                        r.run,
+                        r.score.unwrap_or(f64::NAN) * 1e3
+                    ));
+                    Some(r.schedule())
+                }
+                None => schedule,
+            };
             let default = match (&schedule, target) {
                 (None, Target::Jit) if !no_schedule => {
                     lacuna::driver::default_schedule(&p, &input_data)
@@ -296,6 +481,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 "run_seconds": { "min": min, "median": median(&mut times) },
                 "repeat": report.run_seconds.len(),
                 "schedule": match (&schedule, &default) {
+                    (Some(_), _) if tuned_note.is_some() => json!(tuned_note),
                     (Some(_), _) => json!("given"),
                     (None, Some(d)) => json!(format!("built-in: {}", d.trace.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", "))),
                     (None, None) => json!(null),
@@ -351,6 +537,85 @@ fn run(cli: Cli) -> Result<(), CliError> {
             println!("{}", json!({ "shape": shape, "seed": seed, "out": out }));
         }
         Command::Bench(args) => lacuna::bench::main(&args)?,
+        Command::TuneWorker => lacuna::tune::worker_main()?,
+        Command::Tune(cmd) => match cmd.action {
+            Some(TuneAction::ApplyBest {
+                kernel,
+                data,
+                db,
+                out,
+            }) => {
+                let d = data.parse()?;
+                let p = load_kernel_with_formats(&kernel, &d.formats)?;
+                let inputs = lacuna::tune::load_inputs(&d.inputs)?;
+                let (r, note) = lacuna::tune::best_record(&db, &p, &inputs, data.threads)?;
+                if let Some(n) = note {
+                    eprintln!("note: {n}");
+                }
+                let text = r.schedule().to_ron();
+                match out {
+                    Some(path) => {
+                        lacuna::ir::io::write_atomic(&path, text.as_bytes())
+                            .map_err(DriverError::from)?;
+                        println!(
+                            "{}",
+                            json!({ "schedule": path, "trial": r.trial, "run": r.run,
+                                    "seconds": r.score, "decisions": r.decisions })
+                        );
+                    }
+                    None => print!("{text}"),
+                }
+            }
+            None => {
+                let d = cmd.data.parse()?;
+                let bad = |what: &str| CliError::BadTuneOption {
+                    what: what.to_string(),
+                };
+                if !(cmd.budget.is_finite() && cmd.budget > 0.0) {
+                    return Err(bad("--budget expects a positive number of seconds"));
+                }
+                if !(cmd.timeout.is_finite() && cmd.timeout > 0.0) {
+                    return Err(bad("--timeout expects a positive number of seconds"));
+                }
+                if cmd.amortize.is_some_and(|n| !(n.is_finite() && n >= 1.0)) {
+                    return Err(bad("--amortize expects a number of runs (at least 1)"));
+                }
+                if cmd.batch == 0 {
+                    return Err(bad("--batch expects at least 1"));
+                }
+                let req = lacuna::tune::TuneRequest {
+                    kernel: cmd.kernel.unwrap_or_default(),
+                    formats: d.formats,
+                    inputs: d.inputs,
+                    params: d.params,
+                    db: cmd.db.unwrap_or_default(),
+                    threads: d.threads,
+                    options: lacuna::tuning::TuneOptions {
+                        strategy: lacuna::tuning::StrategyKind::Evolutionary,
+                        budget: std::time::Duration::from_secs_f64(cmd.budget),
+                        max_trials: cmd.trials,
+                        batch: cmd.batch,
+                        seed: cmd.seed,
+                        amortize: cmd.amortize,
+                        resume: cmd.resume,
+                        warm_start: !cmd.no_warm_start,
+                    },
+                    strategy: cmd
+                        .strategy
+                        .as_deref()
+                        .and_then(lacuna::tune::parse_strategy),
+                    template: lacuna::tuning::TemplateOptions {
+                        formats: cmd.decompositions,
+                        ..Default::default()
+                    },
+                    timeout: std::time::Duration::from_secs_f64(cmd.timeout),
+                    min_seconds: cmd.min_seconds,
+                    report: cmd.report,
+                    progress: !cmd.quiet,
+                };
+                println!("{}", lacuna::tune::run_tune(req)?);
+            }
+        },
         Command::Lower {
             kernel,
             stage,

@@ -1,0 +1,541 @@
+//! The autotuner end to end: template points compute what the kernel computes, failing
+//! candidates are recorded and the run goes on, a killed run resumes without losing or
+//! repeating a record, and the best record replays.
+
+use lacuna::driver::{load_input, load_kernel, run_kernel_scheduled, Target};
+use lacuna::schedule::ScheduleFile;
+use lacuna::stage1::Input;
+use lacuna::tuning::db::{Database, Record, Status};
+use lacuna::tuning::{KernelTemplate, Template, TemplateOptions};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lacuna");
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn lacuna(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("runs")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(&o.stdout)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A dense B (n × k) for SpMM on `tests/data/1138_bus.mtx`.
+fn dense_b(dir: &Path, k: usize) -> PathBuf {
+    let path = dir.join(format!("B{k}.npy"));
+    ok(&lacuna(&[
+        "gen-dense",
+        "--shape",
+        &format!("1138,{k}"),
+        "--seed",
+        "3",
+        "--out",
+        path.to_str().expect("utf-8"),
+    ]));
+    path
+}
+
+fn matrix() -> String {
+    root()
+        .join("tests/data/1138_bus.mtx")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn spmm() -> String {
+    root()
+        .join("examples/spmm.ron")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn max_rel_diff(a: &Input, b: &lacuna::stage1::Output) -> f64 {
+    let a = match a {
+        Input::Dense(d) => d.data.to_f64_vec(),
+        Input::Coo(c) => c.values.to_f64_vec(),
+    };
+    let b = b.values().to_f64_vec();
+    assert_eq!(a.len(), b.len());
+    let scale = a.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs() / scale)
+        .fold(0.0, f64::max)
+}
+
+/// Every point of the SpMM and SDDMM templates (format decompositions, tiles, hoisting,
+/// unrolling, vectors, parallel rows) either is refused by a primitive or computes the
+/// unscheduled kernel's result (relative tolerance 1e-12: vector lanes reassociate sums).
+#[test]
+fn every_template_point_computes_the_kernel() {
+    let mut checked = 0;
+    for (kernel, k) in [("spmm", 8usize), ("sddmm", 8)] {
+        let p = load_kernel(&root().join(format!("examples/{kernel}.ron"))).expect("kernel");
+        let sparse = if kernel == "spmm" { "A" } else { "S" };
+        let mut inputs = BTreeMap::new();
+        inputs.insert(
+            sparse.to_string(),
+            load_input(&root().join("tests/data/west0479.mtx")).expect("matrix"),
+        );
+        let n = 479;
+        let dense = |rows: usize, cols: usize, seed: u64| {
+            Input::Dense(lacuna::ir::DenseArray {
+                shape: vec![rows, cols],
+                data: lacuna::ir::ArrayData::F64(
+                    (0..rows * cols)
+                        .map(|i| ((i as u64 * 2654435761 + seed) % 1000) as f64 / 500.0 - 1.0)
+                        .collect(),
+                ),
+            })
+        };
+        if kernel == "spmm" {
+            inputs.insert("B".into(), dense(n, k, 1));
+        } else {
+            inputs.insert("X".into(), dense(n, k, 1));
+            inputs.insert("W".into(), dense(n, k, 2));
+        }
+        let params = BTreeMap::new();
+        let reference =
+            run_kernel_scheduled(&p, None, &inputs, &params, Target::Interp, 1).expect("reference");
+        let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
+        let stats = lacuna::tuning::coo_stats(match &inputs[sparse] {
+            Input::Coo(c) => c,
+            Input::Dense(_) => unreachable!("a sparse matrix"),
+        });
+        let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &TemplateOptions::default());
+        let space = t.space();
+        assert!(
+            space.decisions.iter().any(|d| d.name == "format"),
+            "{space:?}"
+        );
+        assert!(
+            space.decisions.iter().any(|d| d.name == "tile"),
+            "{space:?}"
+        );
+        // A deterministic sample of the space (every 7th point) keeps the test short.
+        let mut valid = 0;
+        for i in (0..space.size()).step_by(7) {
+            let point = space.point(i);
+            let trace = match t.trace(&point) {
+                Ok(trace) => trace,
+                // Refused by a primitive (e.g. a vectorized loop that carries a dependence).
+                Err(_) => continue,
+            };
+            valid += 1;
+            let file = ScheduleFile {
+                version: 1,
+                kernel: kernel.into(),
+                trace,
+            };
+            let got = run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1)
+                .unwrap_or_else(|e| panic!("{kernel} {:?}: {e}", space.labels(&point)));
+            for (name, want) in &reference.outputs {
+                let want = match want {
+                    lacuna::stage1::Output::Dense(d) => Input::Dense(d.clone()),
+                    lacuna::stage1::Output::Coo(c) => Input::Coo(c.clone()),
+                };
+                let d = max_rel_diff(&want, &got.outputs[name]);
+                assert!(
+                    d <= 1e-12,
+                    "{kernel} {:?}: {name} differs by {d}",
+                    space.labels(&point)
+                );
+            }
+            checked += 1;
+        }
+        assert!(
+            valid >= 8,
+            "{kernel}: only {valid} sampled points are schedules"
+        );
+    }
+    assert!(checked > 20);
+}
+
+fn records(db: &Path) -> Vec<Record> {
+    Database::new(db).load().expect("the database parses")
+}
+
+/// A candidate that segfaults, one that hangs and one that computes a wrong result (injected
+/// in the worker by trial number) are recorded as failed; the run completes.
+#[test]
+fn crashing_hanging_and_wrong_candidates_are_recorded_as_failed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db.jsonl");
+    let b = dense_b(dir.path(), 8);
+    let out = Command::new(BIN)
+        .env(lacuna::tune::INJECT_ENV, "crash:2,hang:4,wrong:5")
+        .args([
+            "tune",
+            &spmm(),
+            "--input",
+            &format!("A={}", matrix()),
+            "--input",
+            &format!("B={}", b.display()),
+            "--db",
+            db.to_str().expect("utf-8"),
+            "--strategy",
+            "exhaustive",
+            "--trials",
+            "9",
+            "--timeout",
+            "2",
+            "--min-seconds",
+            "0.001",
+            "--budget",
+            "120",
+            "--threads",
+            "1",
+            "--quiet",
+        ])
+        .output()
+        .expect("runs");
+    let summary: serde_json::Value = serde_json::from_str(&ok(&out)).expect("JSON summary");
+    let rs = records(&db);
+    assert_eq!(rs.len(), 9, "{rs:#?}");
+    let by_trial: BTreeMap<usize, &Record> = rs.iter().map(|r| (r.trial, r)).collect();
+    assert_eq!(by_trial[&2].status, Status::Crashed);
+    assert!(
+        by_trial[&2]
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("SIGSEGV"),
+        "{:?}",
+        by_trial[&2].detail
+    );
+    assert_eq!(by_trial[&4].status, Status::Timeout);
+    assert_eq!(by_trial[&5].status, Status::Wrong);
+    assert!(by_trial[&5]
+        .detail
+        .as_deref()
+        .unwrap_or("")
+        .contains("differs"));
+    for t in [0, 1, 3, 6, 7, 8] {
+        assert_eq!(
+            by_trial[&t].status,
+            Status::Ok,
+            "trial {t}: {:?}",
+            by_trial[&t].detail
+        );
+        assert!(by_trial[&t]
+            .timing
+            .is_some_and(|t| t.min > 0.0 && t.runs >= 3));
+    }
+    assert_eq!(summary["failed"], 3);
+    assert_eq!(summary["trials"], 9);
+}
+
+/// SIGKILL the tuner mid-run, then `--resume`: every finished record is kept as it was, none
+/// is measured twice, and the database parses.
+#[test]
+fn a_killed_run_resumes_without_losing_or_repeating_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db.jsonl");
+    let b = dense_b(dir.path(), 16);
+    let args = |extra: &[&str]| {
+        let mut v: Vec<String> = [
+            "tune",
+            &spmm(),
+            "--input",
+            &format!("A={}", matrix()),
+            "--input",
+            &format!("B={}", b.display()),
+            "--db",
+            db.to_str().expect("utf-8"),
+            "--strategy",
+            "random",
+            "--trials",
+            "14",
+            "--batch",
+            "2",
+            "--min-seconds",
+            "0.15",
+            "--budget",
+            "300",
+            "--threads",
+            "1",
+            "--quiet",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut child = Command::new(BIN)
+        .args(args(&[]))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starts");
+    let start = Instant::now();
+    while records(&db).len() < 4 {
+        assert!(start.elapsed() < Duration::from_secs(120), "no progress");
+        assert!(
+            child.try_wait().expect("waits").is_none(),
+            "ended before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let before = records(&db);
+    assert!(before.len() >= 4 && before.len() < 14, "{}", before.len());
+    let text_before = std::fs::read_to_string(&db).expect("reads");
+    let complete_before: String = text_before
+        .lines()
+        .take(before.len())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let out = Command::new(BIN)
+        .args(args(&["--resume"]))
+        .output()
+        .expect("runs");
+    let summary: serde_json::Value = serde_json::from_str(&ok(&out)).expect("JSON");
+    assert_eq!(summary["resumed"], true);
+    let after = records(&db);
+    assert_eq!(after.len(), 14);
+    assert!(
+        std::fs::read_to_string(&db)
+            .expect("reads")
+            .starts_with(&complete_before),
+        "finished records are kept as they were"
+    );
+    let runs: BTreeSet<&str> = after.iter().map(|r| r.run.as_str()).collect();
+    assert_eq!(runs.len(), 1, "one run, continued");
+    let traces: BTreeSet<String> = after
+        .iter()
+        .map(|r| serde_json::to_string(&r.trace).expect("json"))
+        .collect();
+    assert_eq!(traces.len(), 14, "no candidate measured twice");
+    let trials: BTreeSet<usize> = after.iter().map(|r| r.trial).collect();
+    assert_eq!(trials.len(), 14);
+    assert_eq!(
+        after
+            .iter()
+            .filter(|r| r.decisions.contains_key("template"))
+            .count(),
+        1,
+        "the built-in schedule is measured once"
+    );
+}
+
+/// The best record replays: `tune apply-best` gives its schedule, which lowers to the same IR
+/// as the report's `best.ron`, and `run --tuned` computes the kernel's result.
+#[test]
+fn the_best_record_replays_to_the_same_ir_and_results() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db.jsonl");
+    let report = dir.path().join("report");
+    let b = dense_b(dir.path(), 16);
+    let a_arg = format!("A={}", matrix());
+    let b_arg = format!("B={}", b.display());
+    let dbs = db.to_str().expect("utf-8");
+    let summary = ok(&lacuna(&[
+        "tune",
+        &spmm(),
+        "--input",
+        &a_arg,
+        "--input",
+        &b_arg,
+        "--db",
+        dbs,
+        "--trials",
+        "12",
+        "--budget",
+        "120",
+        "--threads",
+        "1",
+        "--quiet",
+        "--report",
+        report.to_str().expect("utf-8"),
+    ]));
+    let summary: serde_json::Value = serde_json::from_str(&summary).expect("JSON");
+    for f in [
+        "best.ron",
+        "convergence.svg",
+        "records.jsonl",
+        "summary.json",
+    ] {
+        assert!(report.join(f).is_file(), "{f}");
+    }
+    let svg = std::fs::read_to_string(report.join("convergence.svg")).expect("svg");
+    assert!(svg.starts_with("<svg") || svg.contains("<svg"), "an SVG");
+    let rs = records(&db);
+    let best = rs
+        .iter()
+        .filter(|r| r.status == Status::Ok)
+        .min_by(|a, b| {
+            a.score
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.score.unwrap_or(f64::INFINITY))
+        })
+        .expect("a successful record");
+    assert_eq!(summary["best"]["trial"], best.trial);
+    let sched = dir.path().join("best.ron");
+    ok(&lacuna(&[
+        "tune",
+        "apply-best",
+        &spmm(),
+        "--input",
+        &a_arg,
+        "--input",
+        &b_arg,
+        "--db",
+        dbs,
+        "--threads",
+        "1",
+        "--out",
+        sched.to_str().expect("utf-8"),
+    ]));
+    let applied = ScheduleFile::from_ron(&std::fs::read_to_string(&sched).expect("reads"))
+        .expect("a schedule file");
+    assert_eq!(applied.trace, best.trace);
+    let lower = |s: &Path| {
+        ok(&lacuna(&[
+            "lower",
+            &spmm(),
+            "--schedule",
+            s.to_str().expect("utf-8"),
+            "--stage",
+            "flat",
+        ]))
+    };
+    assert_eq!(lower(&sched), lower(&report.join("best.ron")));
+    // Same results: the tuned run, the schedule file and the unscheduled kernel.
+    let c_tuned = dir.path().join("c_tuned.npy");
+    let c_plain = dir.path().join("c_plain.npy");
+    let run = ok(&lacuna(&[
+        "run",
+        &spmm(),
+        "--input",
+        &a_arg,
+        "--input",
+        &b_arg,
+        "--tuned",
+        dbs,
+        "--threads",
+        "1",
+        "--out",
+        &format!("C={}", c_tuned.display()),
+    ]));
+    let run: serde_json::Value = serde_json::from_str(&run).expect("JSON");
+    assert!(
+        run["schedule"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("tuned: trial"),
+        "{run}"
+    );
+    ok(&lacuna(&[
+        "run",
+        &spmm(),
+        "--input",
+        &a_arg,
+        "--input",
+        &b_arg,
+        "--schedule",
+        "none",
+        "--target",
+        "interp",
+        "--out",
+        &format!("C={}", c_plain.display()),
+    ]));
+    let t = load_input(&c_tuned).expect("npy");
+    let p = match load_input(&c_plain).expect("npy") {
+        Input::Dense(d) => lacuna::stage1::Output::Dense(d),
+        Input::Coo(c) => lacuna::stage1::Output::Coo(c),
+    };
+    assert!(max_rel_diff(&t, &p) <= 1e-12);
+}
+
+/// Bad input to `tune` and `--tuned` is a clean error that says what is wrong.
+#[test]
+fn tune_errors_are_clean() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db.jsonl");
+    let dbs = db.to_str().expect("utf-8");
+    let b = dense_b(dir.path(), 8);
+    let a_arg = format!("A={}", matrix());
+    let b_arg = format!("B={}", b.display());
+    let err = |o: Output| {
+        assert!(!o.status.success());
+        assert!(o.status.code().is_some(), "no crash");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let e = err(lacuna(&[
+        "tune",
+        &spmm(),
+        "--input",
+        &a_arg,
+        "--input",
+        &b_arg,
+        "--db",
+        dbs,
+        "--budget",
+        "0",
+    ]));
+    assert!(e.contains("--budget"), "{e}");
+    let spadd = root().join("examples/spadd.ron");
+    let e = err(lacuna(&[
+        "tune",
+        spadd.to_str().expect("utf-8"),
+        "--input",
+        &a_arg,
+        "--input",
+        &format!("B={}", matrix()),
+        "--db",
+        dbs,
+    ]));
+    assert!(e.contains("co-iteration"), "{e}");
+    let e = err(lacuna(&[
+        "run",
+        &spmm(),
+        "--input",
+        &a_arg,
+        "--input",
+        &b_arg,
+        "--tuned",
+        dbs,
+    ]));
+    assert!(e.contains("no successful record"), "{e}");
+    std::fs::write(&db, "{\"not\": \"a record\"}\n{}\n").expect("writes");
+    let e = err(lacuna(&[
+        "tune",
+        "apply-best",
+        &spmm(),
+        "--input",
+        &a_arg,
+        "--input",
+        &b_arg,
+        "--db",
+        dbs,
+    ]));
+    assert!(
+        e.contains(":1:") && e.contains("not a tuning record"),
+        "{e}"
+    );
+    let e = err(lacuna(&[
+        "tune",
+        &spmm(),
+        "--input",
+        &a_arg,
+        "--db",
+        dbs,
+        "--budget",
+        "5",
+    ]));
+    assert!(e.contains("B"), "a missing input is named: {e}");
+}

@@ -1,0 +1,478 @@
+//! Schedule templates: a search space and, for each of its points, a schedule trace. The
+//! decisions a point takes are recorded with the trace, so a tuned schedule is an ordinary RON
+//! schedule file.
+
+use crate::space::{Point, Space};
+use lacuna_schedule::decompose::{enumerate, Candidates, Decomposition, MatrixStats};
+use lacuna_schedule::{Instruction, Schedule};
+use lacuna_stage1::{AxisKind, Program, Size};
+use lacuna_stage2::{Expr, ForKind, Func, Stmt};
+use std::collections::BTreeMap;
+
+/// A search space whose points are schedules.
+pub trait Template {
+    /// The decisions.
+    fn space(&self) -> &Space;
+
+    /// The schedule trace of a point, or why the point is not a legal schedule (the
+    /// primitive's typed error, as text).
+    fn trace(&self, p: &Point) -> Result<Vec<Instruction>, String>;
+
+    /// Features of the point's scheduled program for the cost model (beyond the decisions'
+    /// one-hot encoding); empty by default.
+    fn features(&self, _p: &Point) -> Vec<f32> {
+        Vec::new()
+    }
+}
+
+/// What the kernel template explores.
+#[derive(Clone, Debug)]
+pub struct TemplateOptions {
+    /// Format decompositions of the sparse input taken from the e-graph (cheapest first by the
+    /// extraction cost), besides the stored CSR itself; 0 leaves the format alone.
+    pub formats: usize,
+    /// Candidate tile sizes of the feature loop (only divisors of its extent are kept).
+    pub tiles: Vec<u64>,
+}
+
+impl Default for TemplateOptions {
+    fn default() -> Self {
+        TemplateOptions {
+            formats: 5,
+            tiles: vec![2, 4, 8, 16, 32, 64],
+        }
+    }
+}
+
+/// The schedule template of a stage-I kernel with one main sparse iteration (SpMV, SpMM,
+/// SDDMM, ...), from its structure and its data:
+///
+/// - `format`: the sparse input as stored (`csr`) or one of the format decompositions that
+///   equality saturation finds equivalent (hyb buckets, BSR + remainder, padded rows, ...), one
+///   compute iteration per part;
+/// - `tile`: the dense innermost (feature) loop split by a divisor of its extent (the extent
+///   specialized, so the split is exact), or not; `T-hoisted` also moves the outer part of the
+///   split out of the sparse loop (the row's entries are then read once per tile of features,
+///   and a tile's accumulators stay in registers);
+/// - `inner`: the innermost feature loop serial, unrolled or vectorized;
+/// - `parallel`: the outermost loop of every compute iteration serial, or parallel where that
+///   is legal (the runtime balances a row loop by stored entries; parts whose rows repeat, as
+///   split rows do, stay serial).
+///
+/// Decisions that do not apply to the kernel (no feature loop, no CSR input) are left out.
+#[derive(Clone, Debug)]
+pub struct KernelTemplate {
+    program: Program,
+    space: Space,
+    /// The decomposed buffer and each `format` option's term (`None`: as stored).
+    buffer: Option<String>,
+    formats: Vec<Option<String>>,
+    /// The feature loop's variable, size parameter and extent.
+    feature: Option<(String, String, u64)>,
+}
+
+/// The buffer a kernel's main iteration reads as a 2-D CSR (a dense axis and its sparse
+/// variable child), if any.
+pub fn csr_buffer(p: &Program) -> Option<String> {
+    p.buffers
+        .iter()
+        .filter(|b| b.role == lacuna_stage1::Role::Input && b.axes.len() == 2)
+        .find(|b| {
+            let a0 = p.axis(&b.axes[0]);
+            let a1 = p.axis(&b.axes[1]);
+            matches!(
+                (a0.map(|a| &a.kind), a1.map(|a| &a.kind)),
+                (
+                    Some(AxisKind::DenseFixed { .. }),
+                    Some(AxisKind::SparseVariable { .. })
+                )
+            )
+        })
+        .map(|b| b.name.clone())
+}
+
+impl KernelTemplate {
+    /// The template of `p` with its sizes bound by `params`; `stats` describes the CSR input
+    /// that the `format` decision decomposes (no decomposition without it).
+    pub fn new(
+        p: &Program,
+        params: &BTreeMap<String, i64>,
+        stats: Option<&MatrixStats>,
+        opts: &TemplateOptions,
+    ) -> KernelTemplate {
+        let mut space = Space::default();
+        let buffer = csr_buffer(p);
+        let mut formats: Vec<Option<String>> = vec![None];
+        if let (Some(buf), Some(stats)) = (&buffer, stats) {
+            if opts.formats > 0 {
+                let terms: Vec<Decomposition> =
+                    enumerate(stats, &Candidates::default(), opts.formats + 1);
+                for d in terms {
+                    let term = d.to_string();
+                    if term == "csr" || formats.iter().flatten().any(|t| *t == term) {
+                        continue;
+                    }
+                    let inst = Instruction::DecomposeFormat {
+                        buffer: buf.clone(),
+                        into: term.clone(),
+                    };
+                    // Only decompositions this kernel accepts.
+                    if Schedule::replay(p, &[inst]).is_ok() {
+                        formats.push(Some(term));
+                    }
+                    if formats.len() > opts.formats {
+                        break;
+                    }
+                }
+            }
+        }
+        if formats.len() > 1 {
+            space.push(
+                "format",
+                formats
+                    .iter()
+                    .map(|f| f.clone().unwrap_or_else(|| "csr".into()))
+                    .collect(),
+            );
+        }
+        let feature = feature_loop(p, params);
+        if let Some((_, _, extent)) = &feature {
+            let mut tiles = vec!["none".to_string()];
+            let divisors: Vec<u64> = opts
+                .tiles
+                .iter()
+                .copied()
+                .filter(|&t| t > 1 && t < *extent && extent % t == 0)
+                .collect();
+            tiles.extend(divisors.iter().map(|t| t.to_string()));
+            tiles.extend(divisors.iter().map(|t| format!("{t}-hoisted")));
+            space.push("tile", tiles);
+            space.push(
+                "inner",
+                vec!["serial".into(), "unroll".into(), "vectorize".into()],
+            );
+        }
+        space.push("parallel", vec!["serial".into(), "rows".into()]);
+        KernelTemplate {
+            program: p.clone(),
+            space,
+            buffer,
+            formats,
+            feature,
+        }
+    }
+
+    /// The program the template schedules.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Applies the point's decisions one primitive at a time (loop names are resolved on the
+    /// schedule as it is then) and returns the schedule.
+    pub fn schedule(&self, p: &Point) -> Result<Schedule, String> {
+        let sp = &self.space;
+        let label = |d: &str| sp.label(p, d).unwrap_or_default().to_string();
+        if !sp.contains(p) {
+            return Err("the point is not in the space".into());
+        }
+        let mut s = Schedule::new(&self.program).map_err(|e| e.to_string())?;
+        let apply = |s: &mut Schedule, inst: Instruction| s.apply(inst).map_err(|e| e.to_string());
+        if let Some(i) = sp.decisions.iter().position(|d| d.name == "format") {
+            if let (Some(term), Some(buf)) = (&self.formats[p[i]], &self.buffer) {
+                apply(
+                    &mut s,
+                    Instruction::DecomposeFormat {
+                        buffer: buf.clone(),
+                        into: term.clone(),
+                    },
+                )?;
+            }
+        }
+        if let Some((var, param, _)) = &self.feature {
+            let tile_label = label("tile");
+            let hoist = tile_label.ends_with("-hoisted");
+            let tile = tile_label.trim_end_matches("-hoisted").parse::<u64>().ok();
+            let inner = label("inner");
+            let mut hoisted = 0;
+            if tile.is_some() {
+                let extent = self.feature.as_ref().map_or(0, |f| f.2);
+                apply(
+                    &mut s,
+                    Instruction::Specialize {
+                        param: param.clone(),
+                        value: extent,
+                    },
+                )?;
+            }
+            for block in compute_blocks(&s, var)? {
+                let loops = s.get_loops(&block).map_err(|e| e.to_string())?;
+                let Some(k) = loops.last().cloned() else {
+                    continue;
+                };
+                let mut innermost = k.clone();
+                if let Some(t) = tile {
+                    apply(
+                        &mut s,
+                        Instruction::Split {
+                            r#loop: k,
+                            factors: vec![None, Some(t)],
+                        },
+                    )?;
+                    let loops = s.get_loops(&block).map_err(|e| e.to_string())?;
+                    let n = loops.len();
+                    // Init nests (`C[i, k] = 0`) have no sparse loop to leave.
+                    if hoist && n >= 4 {
+                        hoisted += 1;
+                        apply(
+                            &mut s,
+                            Instruction::Reorder {
+                                loops: vec![loops[n - 2].clone(), loops[n - 3].clone()],
+                            },
+                        )?;
+                    }
+                    let loops = s.get_loops(&block).map_err(|e| e.to_string())?;
+                    innermost = loops.last().cloned().unwrap_or_default();
+                }
+                match inner.as_str() {
+                    "unroll" => apply(&mut s, Instruction::Unroll { r#loop: innermost })?,
+                    "vectorize" => apply(&mut s, Instruction::Vectorize { r#loop: innermost })?,
+                    _ => {}
+                }
+            }
+            if hoist && hoisted == 0 {
+                return Err("no feature loop inside a sparse loop to hoist".into());
+            }
+        }
+        if label("parallel") == "rows" {
+            let mut done: Vec<String> = Vec::new();
+            let mut refused: Option<String> = None;
+            let var = self.feature.as_ref().map(|f| f.0.clone());
+            let blocks = match &var {
+                Some(v) => compute_blocks(&s, v)?,
+                None => s.get_blocks().map_err(|e| e.to_string())?,
+            };
+            for block in blocks {
+                let loops = s.get_loops(&block).map_err(|e| e.to_string())?;
+                let Some(outer) = loops.first() else { continue };
+                let bare = outer.rsplit(':').next().unwrap_or(outer).to_string();
+                if done.contains(&bare) && !outer.contains(':') {
+                    continue;
+                }
+                if is_parallel(&s, outer)? {
+                    continue;
+                }
+                // Parts whose rows repeat (split rows) carry a dependence: they stay serial.
+                match apply(
+                    &mut s,
+                    Instruction::Parallel {
+                        r#loop: outer.clone(),
+                    },
+                ) {
+                    Ok(()) => done.push(bare),
+                    Err(e) => refused = Some(e),
+                }
+            }
+            if done.is_empty() {
+                return Err(refused.unwrap_or_else(|| "no loop to run in parallel".into()));
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// Whether the loop `name` (as `get_loops` names it) is already parallel.
+fn is_parallel(s: &Schedule, name: &str) -> Result<bool, String> {
+    let f = s.stage2().map_err(|e| e.to_string())?;
+    let (block, var) = match name.split_once(':') {
+        Some((b, v)) => (Some(b), v),
+        None => (None, name),
+    };
+    fn go(stmts: &[Stmt], block: Option<&str>, var: &str) -> Option<bool> {
+        for st in stmts {
+            match st {
+                Stmt::For {
+                    var: v, kind, body, ..
+                } => {
+                    if v == var && (block.is_none() || contains_block(body, block.unwrap_or(""))) {
+                        return Some(*kind == ForKind::Parallel);
+                    }
+                    if let Some(r) = go(body, block, var) {
+                        return Some(r);
+                    }
+                }
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    if let Some(r) = go(then_body, block, var).or_else(|| go(else_body, block, var))
+                    {
+                        return Some(r);
+                    }
+                }
+                Stmt::Block { init, body, .. } => {
+                    if let Some(r) = go(init, block, var).or_else(|| go(body, block, var)) {
+                        return Some(r);
+                    }
+                }
+                Stmt::While { body, .. } => {
+                    if let Some(r) = go(body, block, var) {
+                        return Some(r);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+    Ok(go(&f.body, block, var).unwrap_or(false))
+}
+
+fn contains_block(stmts: &[Stmt], name: &str) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::For { body, .. } | Stmt::While { body, .. } => contains_block(body, name),
+        Stmt::If {
+            then_body,
+            else_body,
+            ..
+        } => contains_block(then_body, name) || contains_block(else_body, name),
+        Stmt::Block {
+            name: n,
+            init,
+            body,
+            ..
+        } => n == name || contains_block(init, name) || contains_block(body, name),
+        _ => false,
+    })
+}
+
+/// The blocks whose innermost enclosing loop iterates the feature variable `var` (or a part of
+/// it after a split), in program order.
+fn compute_blocks(s: &Schedule, var: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for b in s.get_blocks().map_err(|e| e.to_string())? {
+        let loops = s.get_loops(&b).map_err(|e| e.to_string())?;
+        if let Some(last) = loops.last() {
+            let bare = last.rsplit(':').next().unwrap_or(last);
+            if bare == var || bare.starts_with(&format!("{var}.")) {
+                out.push(b);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The feature loop of `p`'s first iteration: its innermost axis when that is dense with a
+/// size parameter bound in `params` (SpMM's and SDDMM's `k`): variable, parameter, extent.
+fn feature_loop(p: &Program, params: &BTreeMap<String, i64>) -> Option<(String, String, u64)> {
+    let it = p.iterations().into_iter().next()?;
+    if it.axes.len() < 2 {
+        return None;
+    }
+    let axis = p.axis(it.axes.last()?)?;
+    let AxisKind::DenseFixed {
+        n: Size::Param(param),
+    } = &axis.kind
+    else {
+        return None;
+    };
+    let extent = u64::try_from(*params.get(param)?).ok().filter(|&e| e > 0)?;
+    Some((it.vars.last()?.clone(), param.clone(), extent))
+}
+
+impl Template for KernelTemplate {
+    fn space(&self) -> &Space {
+        &self.space
+    }
+
+    fn trace(&self, p: &Point) -> Result<Vec<Instruction>, String> {
+        Ok(self.schedule(p)?.trace().to_vec())
+    }
+
+    fn features(&self, p: &Point) -> Vec<f32> {
+        match self
+            .schedule(p)
+            .and_then(|s| s.stage2().map_err(|e| e.to_string()))
+        {
+            Ok(f) => program_features(&f),
+            Err(_) => vec![0.0; PROGRAM_FEATURES],
+        }
+    }
+}
+
+/// Number of features [`program_features`] returns.
+pub const PROGRAM_FEATURES: usize = 8;
+
+/// Features of a stage-II function for the cost model: loops, nesting depth, parallel,
+/// vectorized and unrolled loops, blocks, the largest constant innermost extent (log2), stores.
+pub fn program_features(f: &Func) -> Vec<f32> {
+    #[derive(Default)]
+    struct Acc {
+        loops: f32,
+        depth: f32,
+        parallel: f32,
+        vector: f32,
+        unrolled: f32,
+        blocks: f32,
+        inner_extent: f32,
+        stores: f32,
+    }
+    fn go(stmts: &[Stmt], depth: usize, a: &mut Acc) {
+        for s in stmts {
+            match s {
+                Stmt::For {
+                    kind,
+                    body,
+                    start,
+                    end,
+                    ..
+                } => {
+                    a.loops += 1.0;
+                    a.depth = a.depth.max((depth + 1) as f32);
+                    match kind {
+                        ForKind::Parallel => a.parallel += 1.0,
+                        ForKind::Vectorized => a.vector += 1.0,
+                        ForKind::Unrolled => a.unrolled += 1.0,
+                        _ => {}
+                    }
+                    let innermost = !body.iter().any(|b| matches!(b, Stmt::For { .. }));
+                    if innermost {
+                        if let (Expr::Int(s0, _), Expr::Int(e0, _)) = (start, end) {
+                            let ext = (e0 - s0).max(1) as f32;
+                            a.inner_extent = a.inner_extent.max(ext.log2());
+                        }
+                    }
+                    go(body, depth + 1, a);
+                }
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    go(then_body, depth, a);
+                    go(else_body, depth, a);
+                }
+                Stmt::Block { init, body, .. } => {
+                    a.blocks += 1.0;
+                    go(init, depth, a);
+                    go(body, depth, a);
+                }
+                Stmt::While { body, .. } => go(body, depth + 1, a),
+                Stmt::Store { .. } => a.stores += 1.0,
+                _ => {}
+            }
+        }
+    }
+    let mut a = Acc::default();
+    go(&f.body, 0, &mut a);
+    vec![
+        a.loops,
+        a.depth,
+        a.parallel,
+        a.vector,
+        a.unrolled,
+        a.blocks,
+        a.inner_extent,
+        a.stores,
+    ]
+}

@@ -1,0 +1,478 @@
+//! The tuning loop: propose points, turn them into schedules, measure them through a
+//! [`Measurer`], record every outcome, stop at the budget.
+
+use crate::db::{self, Database, DbError, Record, Status, Timing, RECORD_VERSION};
+use crate::features::{Machine, MatrixFeatures};
+use crate::space::Point;
+use crate::strategy::{SearchState, Strategy, StrategyKind};
+use crate::template::Template;
+use lacuna_schedule::Instruction;
+use rand::SeedableRng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// What is tuned: a kernel on data, on a machine, at a thread count.
+#[derive(Clone, Debug)]
+pub struct Task {
+    /// Kernel name.
+    pub kernel: String,
+    /// [`crate::features::kernel_hash`].
+    pub kernel_hash: String,
+    /// [`crate::features::data_signature`].
+    pub data: String,
+    /// Features of the sparse input.
+    pub features: MatrixFeatures,
+    /// The machine.
+    pub machine: Machine,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+impl Task {
+    fn owns(&self, r: &Record) -> bool {
+        r.kernel_hash == self.kernel_hash
+            && r.data == self.data
+            && r.machine.id() == self.machine.id()
+            && r.threads == self.threads
+    }
+}
+
+/// A schedule to measure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// Trial number in its run.
+    pub trial: usize,
+    /// The template's decisions.
+    pub decisions: BTreeMap<String, String>,
+    /// The schedule trace.
+    pub trace: Vec<Instruction>,
+}
+
+/// How a measurement ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Ran and matched the reference.
+    Ok(Timing),
+    /// Did not produce a trustworthy time.
+    Failed {
+        /// Which failure.
+        status: Status,
+        /// Details (an error message, a signal).
+        detail: String,
+    },
+}
+
+/// Measures candidates (in an isolated worker process, or by a model in tests).
+pub trait Measurer {
+    /// Measures `batch` one candidate at a time (compiling may happen together first), calling
+    /// `done` after each; stops when `done` returns `false`, leaving the rest unmeasured.
+    fn measure(
+        &mut self,
+        batch: &[Candidate],
+        done: &mut dyn FnMut(&Candidate, Outcome) -> bool,
+    ) -> Result<(), TuneError>;
+}
+
+/// Errors that stop tuning (a failing candidate never does).
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    /// The records database.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The measurement machinery itself (e.g. the worker cannot start, or the reference run
+    /// fails).
+    #[error("measurement: {0}")]
+    Measure(String),
+    /// The search space has no point.
+    #[error("the kernel's schedule template has no decision to tune")]
+    EmptySpace,
+}
+
+/// Options of a tuning run.
+#[derive(Clone, Debug)]
+pub struct TuneOptions {
+    /// Strategy.
+    pub strategy: StrategyKind,
+    /// Wall-clock budget of the run (a resumed run continues the count).
+    pub budget: Duration,
+    /// Stop after this many trials (records) in the run.
+    pub max_trials: Option<usize>,
+    /// Candidates proposed (and compiled) together.
+    pub batch: usize,
+    /// Seed of the strategy's random choices.
+    pub seed: u64,
+    /// Amortize conversion time over this many runs in the score (`None`: run time only).
+    pub amortize: Option<f64>,
+    /// Continue the last run of this task in the database instead of starting a new one.
+    pub resume: bool,
+    /// Try the best schedules of earlier runs and of similar matrices first.
+    pub warm_start: bool,
+}
+
+impl Default for TuneOptions {
+    fn default() -> Self {
+        TuneOptions {
+            strategy: StrategyKind::Evolutionary,
+            budget: Duration::from_secs(60),
+            max_trials: None,
+            batch: 8,
+            seed: 0,
+            amortize: None,
+            resume: false,
+            warm_start: true,
+        }
+    }
+}
+
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The time budget is spent.
+    Budget,
+    /// The trial limit is reached.
+    Trials,
+    /// Every point of the space has been tried.
+    Exhausted,
+}
+
+/// Hears about each trial (a progress bar).
+pub trait Observer {
+    /// A record was written; `best` is the best so far, `baseline` the built-in schedule's.
+    fn trial(&mut self, record: &Record, best: Option<&Record>, baseline: Option<&Record>);
+}
+
+impl Observer for () {
+    fn trial(&mut self, _: &Record, _: Option<&Record>, _: Option<&Record>) {}
+}
+
+/// What a run did.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// The run's identifier.
+    pub run: String,
+    /// Whether it continued an earlier run.
+    pub resumed: bool,
+    /// The run's records (earlier ones included when resumed), in order.
+    pub records: Vec<Record>,
+    /// Why it stopped.
+    pub stop: Stop,
+    /// The strategy used.
+    pub strategy: StrategyKind,
+    /// Number of points in the space.
+    pub space_size: u128,
+}
+
+impl Summary {
+    /// The best successful record of the run.
+    pub fn best(&self) -> Option<&Record> {
+        best_of(&self.records)
+    }
+
+    /// The built-in schedule's record, if it was measured.
+    pub fn baseline(&self) -> Option<&Record> {
+        self.records.iter().find(|r| is_baseline(r))
+    }
+
+    /// Failed trials (crashed, timed out, wrong, error).
+    pub fn failed(&self) -> usize {
+        self.records
+            .iter()
+            .filter(|r| !matches!(r.status, Status::Ok | Status::Invalid))
+            .count()
+    }
+}
+
+/// Decisions recorded for the built-in schedule.
+pub fn baseline_decisions() -> BTreeMap<String, String> {
+    BTreeMap::from([("template".to_string(), "builtin".to_string())])
+}
+
+fn is_baseline(r: &Record) -> bool {
+    r.decisions.get("template").map(String::as_str) == Some("builtin")
+}
+
+fn best_of(records: &[Record]) -> Option<&Record> {
+    records
+        .iter()
+        .filter(|r| r.status == Status::Ok && r.score.is_some())
+        .min_by(|a, b| {
+            a.score
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.score.unwrap_or(f64::INFINITY))
+        })
+}
+
+fn trace_key(t: &[Instruction]) -> String {
+    serde_json::to_string(t).unwrap_or_default()
+}
+
+/// A fresh run identifier: the start time and the process.
+pub fn new_run_id() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{t}-{}", std::process::id())
+}
+
+/// Tunes `task` over `template`'s space: measures `baseline` (the built-in schedule) first
+/// when given, then what the strategy proposes, until the budget, the trial limit or the
+/// space is exhausted. Every outcome is appended to `db` as soon as it is known.
+#[allow(clippy::too_many_arguments)]
+pub fn tune(
+    template: &dyn Template,
+    task: &Task,
+    baseline: Option<Vec<Instruction>>,
+    db: &Database,
+    measurer: &mut dyn Measurer,
+    opts: &TuneOptions,
+    observer: &mut dyn Observer,
+) -> Result<Summary, TuneError> {
+    let space = template.space();
+    if space.decisions.is_empty() {
+        return Err(TuneError::EmptySpace);
+    }
+    let all = db.load()?;
+    let mine: Vec<&Record> = all.iter().filter(|r| task.owns(r)).collect();
+    let previous_run = mine.last().map(|r| r.run.clone());
+    let (run, resumed) = match (&previous_run, opts.resume) {
+        (Some(run), true) => (run.clone(), true),
+        _ => (new_run_id(), false),
+    };
+    let mut records: Vec<Record> = if resumed {
+        mine.iter()
+            .filter(|r| r.run == run)
+            .map(|r| (*r).clone())
+            .collect()
+    } else {
+        vec![]
+    };
+    let elapsed0 = records.iter().map(|r| r.elapsed).fold(0.0, f64::max);
+    let start = Instant::now();
+    let elapsed = |start: &Instant| elapsed0 + start.elapsed().as_secs_f64();
+    let mut next_trial = records.iter().map(|r| r.trial + 1).max().unwrap_or(0);
+    // What the strategy has seen: every point with a record, and the traces already measured.
+    let mut proposed: BTreeSet<Point> = BTreeSet::new();
+    let mut history: Vec<(Point, Option<f64>)> = Vec::new();
+    let mut by_trace: BTreeMap<String, Option<f64>> = BTreeMap::new();
+    for r in &records {
+        by_trace.insert(trace_key(&r.trace), r.score);
+        if let Some(p) = space.from_labels(&r.decisions) {
+            proposed.insert(p.clone());
+            if r.status != Status::Invalid {
+                history.push((p, r.score));
+            }
+        }
+    }
+    let mut strategy = Strategy::new(opts.strategy, rand::rngs::StdRng::seed_from_u64(opts.seed));
+    let out_of_time = |start: &Instant| elapsed(start) >= opts.budget.as_secs_f64();
+    let out_of_trials = |records: &[Record]| opts.max_trials.is_some_and(|m| records.len() >= m);
+
+    let make_record = |c: &Candidate, outcome: Outcome, elapsed: f64| -> Record {
+        let (status, detail, timing) = match outcome {
+            Outcome::Ok(t) => (Status::Ok, None, Some(t)),
+            Outcome::Failed { status, detail } => (status, Some(detail), None),
+        };
+        let score = timing.map(|t| t.min + opts.amortize.map_or(0.0, |n| t.conversion / n));
+        Record {
+            version: RECORD_VERSION,
+            kernel: task.kernel.clone(),
+            kernel_hash: task.kernel_hash.clone(),
+            data: task.data.clone(),
+            features: task.features.clone(),
+            machine: task.machine.clone(),
+            threads: task.threads,
+            run: run.clone(),
+            trial: c.trial,
+            elapsed,
+            decisions: c.decisions.clone(),
+            trace: c.trace.clone(),
+            status,
+            detail,
+            timing,
+            score,
+        }
+    };
+
+    // The built-in schedule first, as the reference point of speedups.
+    if let Some(trace) = baseline {
+        if !records.iter().any(is_baseline) && !out_of_trials(&records) {
+            let c = Candidate {
+                trial: next_trial,
+                decisions: baseline_decisions(),
+                trace,
+            };
+            next_trial += 1;
+            let mut result = None;
+            measurer.measure(std::slice::from_ref(&c), &mut |c, o| {
+                result = Some((c.clone(), o));
+                true
+            })?;
+            if let Some((c, o)) = result {
+                let r = make_record(&c, o, elapsed(&start));
+                db.append(&r)?;
+                by_trace.insert(trace_key(&r.trace), r.score);
+                records.push(r);
+                let r = records.last().expect("just pushed");
+                observer.trial(
+                    r,
+                    best_of(&records),
+                    records.iter().find(|r| is_baseline(r)),
+                );
+            }
+        }
+    }
+
+    // Warm start: the best points of earlier runs of this task and of similar matrices.
+    let mut queue: Vec<Point> = Vec::new();
+    if opts.warm_start {
+        let mut earlier: Vec<&Record> = mine
+            .iter()
+            .copied()
+            .filter(|r| r.run != run && r.status == Status::Ok)
+            .collect();
+        earlier.sort_by(|a, b| {
+            a.score
+                .unwrap_or(f64::INFINITY)
+                .total_cmp(&b.score.unwrap_or(f64::INFINITY))
+        });
+        let similar = db::similar(&all, &task.kernel_hash, &task.data, &task.features, 3);
+        for r in earlier.into_iter().take(3).chain(similar) {
+            if let Some(p) = space.from_labels(&r.decisions) {
+                if !proposed.contains(&p) && !queue.contains(&p) {
+                    queue.push(p);
+                }
+            }
+        }
+    }
+
+    let mut features = |p: &Point| template.features(p);
+    let stop = loop {
+        if out_of_time(&start) {
+            break Stop::Budget;
+        }
+        if out_of_trials(&records) {
+            break Stop::Trials;
+        }
+        let want = opts.batch.max(1);
+        let mut points: Vec<Point> = Vec::new();
+        while points.len() < want && !queue.is_empty() {
+            let p = queue.remove(0);
+            if !proposed.contains(&p) {
+                points.push(p);
+            }
+        }
+        if points.len() < want {
+            let taken: BTreeSet<Point> = proposed
+                .union(&points.iter().cloned().collect())
+                .cloned()
+                .collect();
+            let state = SearchState {
+                history: &history,
+                proposed: &taken,
+            };
+            points.extend(strategy.propose(space, &state, want - points.len(), &mut features));
+        }
+        if points.is_empty() {
+            break Stop::Exhausted;
+        }
+        let mut batch: Vec<(Candidate, Point)> = Vec::new();
+        for p in points {
+            proposed.insert(p.clone());
+            let decisions = space.labels(&p);
+            match template.trace(&p) {
+                Err(why) => {
+                    if out_of_trials(&records) {
+                        break;
+                    }
+                    let c = Candidate {
+                        trial: next_trial,
+                        decisions,
+                        trace: vec![],
+                    };
+                    next_trial += 1;
+                    let r = make_record(
+                        &c,
+                        Outcome::Failed {
+                            status: Status::Invalid,
+                            detail: why,
+                        },
+                        elapsed(&start),
+                    );
+                    db.append(&r)?;
+                    records.push(r);
+                    let r = records.last().expect("just pushed");
+                    observer.trial(
+                        r,
+                        best_of(&records),
+                        records.iter().find(|r| is_baseline(r)),
+                    );
+                }
+                Ok(trace) => {
+                    if let Some(score) = by_trace.get(&trace_key(&trace)) {
+                        // Another point with the same schedule was measured: same outcome.
+                        history.push((p, *score));
+                        continue;
+                    }
+                    by_trace.insert(trace_key(&trace), None);
+                    let c = Candidate {
+                        trial: 0,
+                        decisions,
+                        trace,
+                    };
+                    batch.push((c, p));
+                }
+            }
+        }
+        let budget_left = opts
+            .max_trials
+            .map_or(usize::MAX, |m| m.saturating_sub(records.len()));
+        batch.truncate(budget_left);
+        for (c, _) in batch.iter_mut() {
+            c.trial = next_trial;
+            next_trial += 1;
+        }
+        let points_of: BTreeMap<usize, Point> =
+            batch.iter().map(|(c, p)| (c.trial, p.clone())).collect();
+        let candidates: Vec<Candidate> = batch.into_iter().map(|(c, _)| c).collect();
+        let mut failure: Option<TuneError> = None;
+        measurer.measure(&candidates, &mut |c, o| {
+            let r = make_record(c, o, elapsed(&start));
+            if let Err(e) = db.append(&r) {
+                failure = Some(e.into());
+                return false;
+            }
+            by_trace.insert(trace_key(&r.trace), r.score);
+            if let Some(p) = points_of.get(&c.trial) {
+                history.push((p.clone(), r.score));
+            }
+            records.push(r);
+            let r = records.last().expect("just pushed");
+            observer.trial(
+                r,
+                best_of(&records),
+                records.iter().find(|r| is_baseline(r)),
+            );
+            !out_of_time(&start) && !out_of_trials(&records)
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // Candidates left unmeasured by a stop are forgotten (a resumed run proposes them again).
+        for c in &candidates {
+            if !records.iter().any(|r| r.trial == c.trial) {
+                by_trace.remove(&trace_key(&c.trace));
+                if let Some(p) = points_of.get(&c.trial) {
+                    proposed.remove(p);
+                }
+            }
+        }
+    };
+    Ok(Summary {
+        run,
+        resumed,
+        records,
+        stop,
+        strategy: strategy.kind(),
+        space_size: space.size(),
+    })
+}
