@@ -908,7 +908,9 @@ pub struct TuneRequest {
 pub fn run_tune(req: TuneRequest) -> Result<serde_json::Value, TuneCliError> {
     let p = load_kernel_with_formats(&req.kernel, &req.formats)?;
     let inputs = load_inputs(&req.inputs)?;
-    let (task, template, baseline) = prepare(&p, &inputs, &req.params, req.threads, &req.template)?;
+    let mut topts = req.template.clone();
+    topts.parallel &= req.threads > 1;
+    let (task, template, baseline) = prepare(&p, &inputs, &req.params, req.threads, &topts)?;
     let mut options = req.options.clone();
     options.strategy = req.strategy.unwrap_or_else(|| {
         // Exhaustive when the whole space fits comfortably in the trial limit.

@@ -33,6 +33,8 @@ pub struct TemplateOptions {
     pub formats: usize,
     /// Candidate tile sizes of the feature loop (only divisors of its extent are kept).
     pub tiles: Vec<u64>,
+    /// Whether to try parallel loops (pointless with one worker thread).
+    pub parallel: bool,
 }
 
 impl Default for TemplateOptions {
@@ -40,6 +42,7 @@ impl Default for TemplateOptions {
         TemplateOptions {
             formats: 5,
             tiles: vec![2, 4, 8, 16, 32, 64],
+            parallel: true,
         }
     }
 }
@@ -152,7 +155,9 @@ impl KernelTemplate {
                 vec!["serial".into(), "unroll".into(), "vectorize".into()],
             );
         }
-        space.push("parallel", vec!["serial".into(), "rows".into()]);
+        if opts.parallel {
+            space.push("parallel", vec!["serial".into(), "rows".into()]);
+        }
         KernelTemplate {
             program: p.clone(),
             space,

@@ -319,3 +319,74 @@ fn a_partial_last_line_is_skipped_and_repaired() {
     let e = db.load().expect_err("corrupt");
     assert!(e.to_string().contains(":2:"), "{e}");
 }
+
+#[test]
+fn records_of_a_similar_matrix_warm_start_a_new_search() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::new(dir.path().join("db.jsonl"));
+    // Tune on a "similar" matrix (another data signature, nearby features) first.
+    let mut other = task();
+    other.data = "other".into();
+    other.features.nnz = 1000.0;
+    let mut far = task();
+    far.data = "far".into();
+    far.features.nnz = 1e9;
+    for t in [&other, &far] {
+        tune(
+            &Fake::new(),
+            t,
+            None,
+            &db,
+            &mut FakeMeasurer::default(),
+            &opts(StrategyKind::Exhaustive, 0, None),
+            &mut (),
+        )
+        .expect("tunes");
+    }
+    let mut me = task();
+    me.features.nnz = 1100.0;
+    let mut o = opts(StrategyKind::Random, 5, Some(2));
+    o.batch = 1;
+    let s = tune(&Fake::new(), &me, None, &db, &mut FakeMeasurer::default(), &o, &mut ())
+        .expect("tunes");
+    assert!(is_optimum(&s.records[0]), "{:?}", s.records[0].decisions);
+    // Without warm starts, the first point is the strategy's own.
+    let mut o = opts(StrategyKind::Exhaustive, 5, Some(1));
+    o.warm_start = false;
+    let s = tune(&Fake::new(), &me, None, &db, &mut FakeMeasurer::default(), &o, &mut ())
+        .expect("tunes");
+    assert_eq!(values(&s.records[0].decisions), (0, 0, 0));
+}
+
+#[test]
+fn amortized_scores_count_conversion_time() {
+    struct Converting;
+    impl Measurer for Converting {
+        fn measure(
+            &mut self,
+            batch: &[Candidate],
+            done: &mut dyn FnMut(&Candidate, Outcome) -> bool,
+        ) -> Result<(), TuneError> {
+            for c in batch {
+                // Option a = 0 runs fastest but converts slowest.
+                let (a, _, _) = values(&c.decisions);
+                let mut t = timing(1.0 + a as f64 * 0.1);
+                t.conversion = if a == 0 { 1.0 } else { 0.0 };
+                if !done(c, Outcome::Ok(t)) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+    for (amortize, want_a) in [(None, 0), (Some(10.0), 1)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Database::new(dir.path().join("db.jsonl"));
+        let mut o = opts(StrategyKind::Exhaustive, 0, None);
+        o.amortize = amortize;
+        let s = tune(&Fake::new(), &task(), None, &db, &mut Converting, &o, &mut ())
+            .expect("tunes");
+        let best = s.best().expect("a best");
+        assert_eq!(values(&best.decisions).0, want_a, "amortize {amortize:?}");
+    }
+}
