@@ -512,8 +512,6 @@ pub const PARALLEL_MIN_NNZ: usize = 20_000;
 /// moved out of the row's entries and the inner part unrolled, so that 16 accumulators stay in
 /// registers across the row (measured 1.8× faster at k = 32 on cage10, one thread). SDDMM
 /// (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes reassociate
-/// the sum: results may differ from the serial order in the last bits. SDDMM
-/// (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes reassociate
 /// the sum: results may differ from the serial order in the last bits.
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
     use lacuna_schedule::Instruction as I;

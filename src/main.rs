@@ -612,6 +612,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     min_seconds: cmd.min_seconds,
                     report: cmd.report,
                     progress: !cmd.quiet,
+                    worker: None,
                 };
                 println!("{}", lacuna::tune::run_tune(req)?);
             }

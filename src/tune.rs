@@ -337,7 +337,7 @@ fn differs(name: &str, want: &Output, got: &Output) -> Option<String> {
 
 /// Measures candidates in a `lacuna tune-worker` process.
 pub struct ProcessMeasurer {
-    exe: PathBuf,
+    command: Vec<std::ffi::OsString>,
     setup: WorkerSetup,
     timeout: Duration,
     worker: Option<WorkerProcess>,
@@ -384,10 +384,15 @@ fn describe_exit(status: Option<std::process::ExitStatus>) -> String {
 }
 
 impl ProcessMeasurer {
-    /// A measurer running `exe tune-worker` (normally this executable).
-    pub fn new(exe: PathBuf, setup: WorkerSetup, timeout: Duration) -> ProcessMeasurer {
+    /// A measurer starting workers with `command` (program and arguments; see
+    /// [`worker_command`]) that speak the worker protocol on their stdin and stdout.
+    pub fn new(
+        command: Vec<std::ffi::OsString>,
+        setup: WorkerSetup,
+        timeout: Duration,
+    ) -> ProcessMeasurer {
         ProcessMeasurer {
-            exe,
+            command,
             setup,
             timeout,
             worker: None,
@@ -396,13 +401,21 @@ impl ProcessMeasurer {
     }
 
     fn spawn(&mut self) -> Result<(), TuneError> {
-        let mut child = Command::new(&self.exe)
-            .arg("tune-worker")
+        let Some((program, args)) = self.command.split_first() else {
+            return Err(TuneError::Measure("no worker command".into()));
+        };
+        let mut child = Command::new(program)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| TuneError::Measure(format!("cannot start {}: {e}", self.exe.display())))?;
+            .map_err(|e| {
+                TuneError::Measure(format!(
+                    "cannot start the worker {}: {e}",
+                    program.to_string_lossy()
+                ))
+            })?;
         let (Some(mut stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -901,6 +914,15 @@ pub struct TuneRequest {
     pub report: Option<PathBuf>,
     /// Show a progress bar.
     pub progress: bool,
+    /// How to start a worker (default: [`worker_command`]).
+    pub worker: Option<Vec<std::ffi::OsString>>,
+}
+
+/// The command starting a measurement worker: this executable with `tune-worker`.
+pub fn worker_command() -> Result<Vec<std::ffi::OsString>, TuneError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| TuneError::Measure(format!("cannot find this executable: {e}")))?;
+    Ok(vec![exe.into_os_string(), "tune-worker".into()])
 }
 
 /// Runs `lacuna tune`: returns the JSON summary, and prints the table of the best schedules
@@ -917,8 +939,10 @@ pub fn run_tune(req: TuneRequest) -> Result<serde_json::Value, TuneCliError> {
         let hint = options.max_trials.unwrap_or(48);
         StrategyKind::for_space(lacuna_tuning::Template::space(&template), hint)
     });
-    let exe = std::env::current_exe()
-        .map_err(|e| TuneError::Measure(format!("cannot find this executable: {e}")))?;
+    let command = match &req.worker {
+        Some(c) => c.clone(),
+        None => worker_command()?,
+    };
     let setup = WorkerSetup {
         kernel: req.kernel.clone(),
         formats: req.formats.clone(),
@@ -928,7 +952,7 @@ pub fn run_tune(req: TuneRequest) -> Result<serde_json::Value, TuneCliError> {
         min_seconds: req.min_seconds,
         max_runs: 200,
     };
-    let mut measurer = ProcessMeasurer::new(exe, setup, req.timeout);
+    let mut measurer = ProcessMeasurer::new(command, setup, req.timeout);
     let db = Database::new(&req.db);
     let mut progress = Progress::new(options.budget);
     if !req.progress {

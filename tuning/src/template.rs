@@ -3,7 +3,7 @@
 //! schedule file.
 
 use crate::space::{Point, Space};
-use lacuna_schedule::decompose::{enumerate, Candidates, Decomposition, MatrixStats};
+use lacuna_schedule::decompose::{enumerate, hyb, Candidates, Decomposition, MatrixStats};
 use lacuna_schedule::{Instruction, Schedule};
 use lacuna_stage1::{AxisKind, Program, Size};
 use lacuna_stage2::{Expr, ForKind, Func, Stmt};
@@ -35,6 +35,9 @@ pub struct TemplateOptions {
     pub tiles: Vec<u64>,
     /// Whether to try parallel loops (pointless with one worker thread).
     pub parallel: bool,
+    /// SparseTIR's hyb formats to try besides the e-graph's cheapest: (column parts, widest
+    /// ELL bucket); column parts keep the dense operand's rows that a part reads in cache.
+    pub hyb: Vec<(u32, u32)>,
 }
 
 impl Default for TemplateOptions {
@@ -43,6 +46,7 @@ impl Default for TemplateOptions {
             formats: 5,
             tiles: vec![2, 4, 8, 16, 32, 64],
             parallel: true,
+            hyb: vec![(1, 32), (2, 32), (4, 32)],
         }
     }
 }
@@ -50,9 +54,10 @@ impl Default for TemplateOptions {
 /// The schedule template of a stage-I kernel with one main sparse iteration (SpMV, SpMM,
 /// SDDMM, ...), from its structure and its data:
 ///
-/// - `format`: the sparse input as stored (`csr`) or one of the format decompositions that
-///   equality saturation finds equivalent (hyb buckets, BSR + remainder, padded rows, ...), one
-///   compute iteration per part;
+/// - `format`: the sparse input as stored (`csr`), one of the format decompositions that
+///   equality saturation finds equivalent and cheapest (hyb buckets, BSR + remainder, padded
+///   rows, ...), or one of SparseTIR's hyb formats with column parts; one compute iteration
+///   per part;
 /// - `tile`: the dense innermost (feature) loop split by a divisor of its extent (the extent
 ///   specialized, so the split is exact), or not; `T-hoisted` also moves the outer part of the
 ///   split out of the sparse loop (the row's entries are then read once per tile of features,
@@ -107,10 +112,14 @@ impl KernelTemplate {
         let buffer = csr_buffer(p);
         let mut formats: Vec<Option<String>> = vec![None];
         if let (Some(buf), Some(stats)) = (&buffer, stats) {
-            if opts.formats > 0 {
+            if opts.formats > 0 || !opts.hyb.is_empty() {
                 let terms: Vec<Decomposition> =
                     enumerate(stats, &Candidates::default(), opts.formats + 1);
-                for d in terms {
+                let hybs = opts.hyb.iter().filter_map(|&(parts, widest)| {
+                    Decomposition::new(hyb(&Candidates::default(), parts, widest)).ok()
+                });
+                let limit = opts.formats + opts.hyb.len();
+                for d in terms.into_iter().take(opts.formats + 1).chain(hybs) {
                     let term = d.to_string();
                     if term == "csr" || formats.iter().flatten().any(|t| *t == term) {
                         continue;
@@ -123,7 +132,7 @@ impl KernelTemplate {
                     if Schedule::replay(p, &[inst]).is_ok() {
                         formats.push(Some(term));
                     }
-                    if formats.len() > opts.formats {
+                    if formats.len() > limit {
                         break;
                     }
                 }

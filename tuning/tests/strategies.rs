@@ -347,14 +347,30 @@ fn records_of_a_similar_matrix_warm_start_a_new_search() {
     me.features.nnz = 1100.0;
     let mut o = opts(StrategyKind::Random, 5, Some(2));
     o.batch = 1;
-    let s = tune(&Fake::new(), &me, None, &db, &mut FakeMeasurer::default(), &o, &mut ())
-        .expect("tunes");
+    let s = tune(
+        &Fake::new(),
+        &me,
+        None,
+        &db,
+        &mut FakeMeasurer::default(),
+        &o,
+        &mut (),
+    )
+    .expect("tunes");
     assert!(is_optimum(&s.records[0]), "{:?}", s.records[0].decisions);
     // Without warm starts, the first point is the strategy's own.
     let mut o = opts(StrategyKind::Exhaustive, 5, Some(1));
     o.warm_start = false;
-    let s = tune(&Fake::new(), &me, None, &db, &mut FakeMeasurer::default(), &o, &mut ())
-        .expect("tunes");
+    let s = tune(
+        &Fake::new(),
+        &me,
+        None,
+        &db,
+        &mut FakeMeasurer::default(),
+        &o,
+        &mut (),
+    )
+    .expect("tunes");
     assert_eq!(values(&s.records[0].decisions), (0, 0, 0));
 }
 
@@ -384,8 +400,16 @@ fn amortized_scores_count_conversion_time() {
         let db = Database::new(dir.path().join("db.jsonl"));
         let mut o = opts(StrategyKind::Exhaustive, 0, None);
         o.amortize = amortize;
-        let s = tune(&Fake::new(), &task(), None, &db, &mut Converting, &o, &mut ())
-            .expect("tunes");
+        let s = tune(
+            &Fake::new(),
+            &task(),
+            None,
+            &db,
+            &mut Converting,
+            &o,
+            &mut (),
+        )
+        .expect("tunes");
         let best = s.best().expect("a best");
         assert_eq!(values(&best.decisions).0, want_a, "amortize {amortize:?}");
     }
