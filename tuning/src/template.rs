@@ -38,6 +38,8 @@ pub struct TemplateOptions {
     /// SparseTIR's hyb formats to try besides the e-graph's cheapest: (column parts, widest
     /// ELL bucket); column parts keep the dense operand's rows that a part reads in cache.
     pub hyb: Vec<(u32, u32)>,
+    /// BSR block sizes to try (`(+ (bsr b) remainder)`: full blocks as BSR, the rest CSR).
+    pub bsr: Vec<u32>,
 }
 
 impl Default for TemplateOptions {
@@ -47,6 +49,7 @@ impl Default for TemplateOptions {
             tiles: vec![2, 4, 8, 16, 32, 64],
             parallel: true,
             hyb: vec![(1, 32), (2, 32), (4, 32)],
+            bsr: vec![2, 4],
         }
     }
 }
@@ -56,8 +59,8 @@ impl Default for TemplateOptions {
 ///
 /// - `format`: the sparse input as stored (`csr`), one of the format decompositions that
 ///   equality saturation finds equivalent and cheapest (hyb buckets, BSR + remainder, padded
-///   rows, ...), or one of SparseTIR's hyb formats with column parts; one compute iteration
-///   per part;
+///   rows, ...), one of SparseTIR's hyb formats with column parts, or BSR blocks with a CSR
+///   remainder; one compute iteration per part;
 /// - `tile`: the dense innermost (feature) loop split by a divisor of its extent (the extent
 ///   specialized, so the split is exact), or not; `T-hoisted` also moves the outer part of the
 ///   split out of the sparse loop (the row's entries are then read once per tile of features,
@@ -112,14 +115,24 @@ impl KernelTemplate {
         let buffer = csr_buffer(p);
         let mut formats: Vec<Option<String>> = vec![None];
         if let (Some(buf), Some(stats)) = (&buffer, stats) {
-            if opts.formats > 0 || !opts.hyb.is_empty() {
+            if opts.formats > 0 || !opts.hyb.is_empty() || !opts.bsr.is_empty() {
                 let terms: Vec<Decomposition> =
                     enumerate(stats, &Candidates::default(), opts.formats + 1);
                 let hybs = opts.hyb.iter().filter_map(|&(parts, widest)| {
                     Decomposition::new(hyb(&Candidates::default(), parts, widest)).ok()
                 });
-                let limit = opts.formats + opts.hyb.len();
-                for d in terms.into_iter().take(opts.formats + 1).chain(hybs) {
+                let bsrs = opts.bsr.iter().filter_map(|b| {
+                    format!("(+ (bsr {b}) remainder)")
+                        .parse::<Decomposition>()
+                        .ok()
+                });
+                let limit = opts.formats + opts.hyb.len() + opts.bsr.len();
+                for d in terms
+                    .into_iter()
+                    .take(opts.formats + 1)
+                    .chain(hybs)
+                    .chain(bsrs)
+                {
                     let term = d.to_string();
                     if term == "csr" || formats.iter().flatten().any(|t| *t == term) {
                         continue;
