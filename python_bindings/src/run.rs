@@ -410,7 +410,6 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
 
 fn to_numpy<'py>(
     py: Python<'py>,
-    np: &Bound<'py, PyModule>,
     data: &ArrayData,
     shape: &[usize],
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -420,7 +419,6 @@ fn to_numpy<'py>(
         ArrayData::I32(v) => numpy::PyArray1::from_slice(py, v).into_any(),
         ArrayData::I64(v) => numpy::PyArray1::from_slice(py, v).into_any(),
     };
-    let _ = np;
     flat.call_method1("reshape", (PyTuple::new(py, shape)?,))
 }
 
@@ -787,7 +785,7 @@ impl PyExecutable {
                         .map(|a| {
                             size_value(
                                 p.axis(a).expect("verified").kind.coord_extent(),
-                                &raw_params(&bound),
+                                &bound.params,
                             )
                             .unwrap_or(0) as usize
                         })
@@ -882,7 +880,7 @@ impl PyExecutable {
         for (name, o) in outputs {
             match o {
                 Output::Dense(d) => {
-                    let arr = to_numpy(py, np, &d.data, &d.shape)?;
+                    let arr = to_numpy(py, &d.data, &d.shape)?;
                     match outs.get(&name) {
                         Some(given) => {
                             let given_shape: Vec<usize> = given.getattr("shape")?.extract()?;
@@ -911,7 +909,7 @@ impl PyExecutable {
                             dim.iter().map(|&x| x as i64),
                         ))?;
                     }
-                    let values = to_numpy(py, np, &c.values, &[c.values.len()])?;
+                    let values = to_numpy(py, &c.values, &[c.values.len()])?;
                     let t = PyTuple::new(
                         py,
                         [
@@ -927,10 +925,6 @@ impl PyExecutable {
         }
         Ok(result)
     }
-}
-
-fn raw_params(b: &BindingsView<'_>) -> BTreeMap<String, i64> {
-    b.params.clone()
 }
 
 /// Raw pointers moved into the GIL-free closure; see the safety comment at the call.

@@ -215,7 +215,6 @@ def _argument(name: str, x: Any, copy: bool) -> Any:
     """A SciPy sparse matrix as ``("csr", shape, indptr, indices, data)``, anything else as is."""
     if isinstance(x, SparseTensor):
         if len(x.shape) != 2:
-            coords, values = x.to_coo()
             raise BindError(f"argument `{name}`: only 2-D sparse tensors are accepted")
         import scipy.sparse as sp
 
