@@ -143,3 +143,18 @@ def test_float32_kernel_and_params():
     np.testing.assert_allclose(y, a @ x, rtol=1e-5)
     with pytest.raises(lacuna.ShapeError):
         f(A=a, x=x, params={"m": 21})
+
+
+def test_inputs_as_a_mapping_and_buffer_named_like_keywords():
+    text = (EXAMPLES / "spmv.ron").read_text().replace('"x"', '"out"').replace("x[j]", "out[j]")
+    f = lacuna.build(lacuna.Kernel.from_ron_text(text))
+    assert f.inputs == ["A", "out"]
+    a = random_csr(6, 5, density=0.5, seed=2)
+    v = np.arange(5.0)
+    assert_close(f.run({"A": a, "out": v})["y"], a @ v)
+    y = np.zeros(6)
+    assert f.run({"A": a, "out": v}, out={"y": y})["y"] is y
+    assert_close(y, a @ v)
+    # `self` is an ordinary buffer name too.
+    g = lacuna.build(lacuna.Kernel.from_ron_text(text.replace('"out"', '"self"').replace("out[j]", "self[j]")))
+    assert_close(g(A=a, self=v)["y"], a @ v)

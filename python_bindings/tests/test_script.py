@@ -160,3 +160,38 @@ def test_invalid_kernels_raise_kernel_error():
             T.sp_iter([I], "SX")
     with pytest.raises(RuntimeError):
         T.dense_fixed("m")  # outside a kernel block
+
+
+def test_nested_iterations_equal_the_sparse_softmax_example():
+    with T.kernel("sparse_softmax") as K:
+        I = T.dense_fixed("m")
+        J = T.sparse_variable(I, ("n", "nnz"))
+        A = T.match_sparse_buffer((I, J), "float64")
+        mx = T.alloc_sparse_buffer((I,), "float64")
+        sum_ = T.alloc_sparse_buffer("sum", (I,), "float64")
+        B = T.match_sparse_buffer((I, J), "float64")
+        with T.sp_iter([I], "S", "rows") as [i]:
+            with T.sp_iter([J], "R", "row_max") as [j]:
+                with T.init():
+                    mx[i] = -1.0e308
+                mx[i] = T.max(mx[i], A[i, j])
+            with T.sp_iter([J], "R", "row_sum", vars=["j2"]) as [j2]:
+                with T.init():
+                    sum_[i] = 0.0
+                sum_[i] = sum_[i] + T.exp(A[i, j2] - mx[i])
+            with T.sp_iter([J], "S", "normalize", vars=["j3"]) as [j3]:
+                B[i, j3] = T.exp(A[i, j3] - mx[i]) / sum_[i]
+    ex = kernel("sparse_softmax")
+    assert K.kernel == ex
+    a = random_csr(30, 20, density=0.3, seed=6)
+    got = lacuna.build(K.kernel)(A=a)["B"]
+    dense = a.toarray()
+    want = a.copy()
+    for r in range(a.shape[0]):
+        lo, hi = a.indptr[r], a.indptr[r + 1]
+        v = a.data[lo:hi]
+        if len(v):
+            e = np.exp(v - v.max())
+            want.data[lo:hi] = e / e.sum()
+    assert dense.shape == got.shape
+    assert_close(got, want)

@@ -298,11 +298,23 @@ class Function:
 
     def __call__(
         self,
+        /,
         params: Mapping[str, int] | None = None,
         out: Mapping[str, np.ndarray] | None = None,
         copy: bool = True,
         **inputs: Any,
     ) -> dict[str, Any]:
+        return self.run(inputs, params=params, out=out, copy=copy)
+
+    def run(
+        self,
+        inputs: Mapping[str, Any],
+        params: Mapping[str, int] | None = None,
+        out: Mapping[str, np.ndarray] | None = None,
+        copy: bool = True,
+    ) -> dict[str, Any]:
+        """Like calling the function, with the inputs as a mapping (for buffers named
+        ``params``, ``out`` or ``copy``)."""
         args = {name: _argument(name, x, copy) for name, x in inputs.items()}
         outputs, copies = self._exe.run(
             args,

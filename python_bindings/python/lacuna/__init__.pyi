@@ -99,10 +99,18 @@ class Function:
     def outputs(self) -> list[str]: ...
     def __call__(
         self,
+        /,
         params: Mapping[str, int] | None = ...,
         out: Mapping[str, np.ndarray] | None = ...,
         copy: bool = ...,
         **inputs: Any,
+    ) -> dict[str, Any]: ...
+    def run(
+        self,
+        inputs: Mapping[str, Any],
+        params: Mapping[str, int] | None = ...,
+        out: Mapping[str, np.ndarray] | None = ...,
+        copy: bool = ...,
     ) -> dict[str, Any]: ...
 
 def build(kernel_or_schedule: Kernel | Schedule, target: str = ...) -> Function: ...

@@ -35,12 +35,11 @@ recorded by assignment to buffer elements (``C[i, k] = ...``, ``C[i, k] += ...``
 
 from __future__ import annotations
 
-import builtins
 import inspect
 import json
 import math
 import threading
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -447,12 +446,10 @@ class _Iter:
 class _Block:
     """The context manager of ``sp_iter`` and ``init``."""
 
-    def __init__(self, builder: "KernelBuilder", target: list, value: Any, on_enter: Any = None):
-        self.builder, self.target, self.value, self.on_enter = builder, target, value, on_enter
+    def __init__(self, builder: "KernelBuilder", target: list, value: Any):
+        self.builder, self.target, self.value = builder, target, value
 
     def __enter__(self) -> Any:
-        if self.on_enter:
-            self.on_enter()
         self.builder._blocks.append(self.target)
         return self.value
 
@@ -580,16 +577,13 @@ class KernelBuilder:
         it = _Iter(axes, kinds, name or (self.name if not self._iters else f"{self.name}_{len(self._iters)}"), vars)
         self._iters.append(it)
         self._emit_iter(it)
-        return _Block(self, it.body, list(it.vars), on_enter=lambda: self._iter_stack_push(it))
+        return _Block(self, it.body, list(it.vars))
 
     def _emit_iter(self, it: _Iter) -> None:
         if len(self._blocks) == 1:
             self.body.append(it)
         else:
             self._blocks[-1].append(it)
-
-    def _iter_stack_push(self, it: _Iter) -> None:
-        self._open = getattr(self, "_open", []) + [it]
 
     def init(self) -> _Block:
         """``with init():`` records the init block of the innermost ``sp_iter`` (run once per
@@ -679,5 +673,3 @@ def init() -> _Block:
     """The init block of the innermost sparse iteration (see :meth:`KernelBuilder.init`)."""
     return _current().init()
 
-
-del builtins, Iterable
