@@ -186,6 +186,7 @@ fn usable(a: &Bound<'_, PyAny>, dtype: DType) -> PyResult<bool> {
         return Ok(false);
     };
     Ok(dtype_of(a)? == numpy_name(dtype)
+        && a.getattr("dtype")?.getattr("isnative")?.extract::<bool>()?
         && arr.is_c_contiguous()
         && a.getattr("flags")?.getattr("aligned")?.extract::<bool>()?)
 }
@@ -212,7 +213,7 @@ impl<'py> Prep<'py, '_> {
             return Ok(a.clone());
         }
         let arr = self.np.call_method1("asarray", (a,))?;
-        let found = dtype_of(&arr)?;
+        let found = arr.getattr("dtype")?.str()?.to_string();
         if !self.copy {
             return Err(BindError::new_err(format!(
                 "{what} would be copied (it is {found}{}, the kernel takes C-contiguous {}) but copy=False",

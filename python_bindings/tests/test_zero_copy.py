@@ -90,3 +90,13 @@ def test_int64_index_kernel_uses_int64_csr_without_copy():
     x = np.ones(9)
     assert_close(f(A=a, x=x, copy=False)["y"], a @ x)
     assert f.last_copies == []
+
+
+def test_byte_swapped_arrays_are_converted():
+    f = lacuna.build(kernel("spmv"))
+    a = random_csr(10, 8, density=0.3, seed=4)
+    x = np.arange(8.0).astype(">f8")
+    assert_close(f(A=a, x=x)["y"], a @ np.arange(8.0))
+    assert f.last_copies == ["argument `x`: >f8 -> float64"]
+    with pytest.raises(lacuna.BindError):
+        f(A=a, x=np.ones(8), out={"y": np.zeros(10, dtype=">f8")})
