@@ -34,6 +34,8 @@ pub struct Bindings {
 pub(crate) trait Structure {
     /// Values of the symbolic sizes.
     fn params(&self) -> &BTreeMap<String, i64>;
+    /// Whether the axis has structure bound (even if neither array is).
+    fn has_axis(&self, axis: &str) -> bool;
     /// The `indptr` of an axis, if bound.
     fn indptr(&self, axis: &str) -> Option<ArrayView<'_>>;
     /// The `indices` of an axis, if bound.
@@ -43,6 +45,9 @@ pub(crate) trait Structure {
 impl Structure for Bindings {
     fn params(&self) -> &BTreeMap<String, i64> {
         &self.params
+    }
+    fn has_axis(&self, axis: &str) -> bool {
+        self.axes.contains_key(axis)
     }
     fn indptr(&self, axis: &str) -> Option<ArrayView<'_>> {
         self.axes.get(axis)?.indptr.as_ref().map(ArrayData::view)
@@ -791,11 +796,11 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
             axis: a.name.clone(),
             reason,
         };
-        let (indptr, indices) = (bindings.indptr(&a.name), bindings.indices(&a.name));
-        if indptr.is_none() && indices.is_none() {
+        if !bindings.has_axis(&a.name) {
             // Axes that nothing iterates or stores over may stay unbound; users of them fail later.
             continue;
         }
+        let (indptr, indices) = (bindings.indptr(&a.name), bindings.indices(&a.name));
         let parent_len = axis_len_of(p, bindings, parent)?;
         let ext = size_value(a.kind.coord_extent(), bindings.params()).ok_or_else(|| {
             BindError::UnboundParam {

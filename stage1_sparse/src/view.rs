@@ -61,6 +61,9 @@ impl Structure for BindingsView<'_> {
     fn params(&self) -> &BTreeMap<String, i64> {
         &self.params
     }
+    fn has_axis(&self, axis: &str) -> bool {
+        self.axes.contains_key(axis)
+    }
     fn indptr(&self, axis: &str) -> Option<ArrayView<'_>> {
         self.axes.get(axis)?.indptr
     }
