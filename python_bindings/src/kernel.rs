@@ -234,17 +234,32 @@ impl PySchedule {
         self.schedule.get_blocks().map_err(schedule_err)
     }
 
-    /// The scheduled program: stage I (`stage=1`) or its loops (`stage=2`), as text.
-    #[pyo3(signature = (stage = 2))]
-    fn lower(&self, stage: u8) -> PyResult<String> {
+    /// The scheduled program as text at a stage: `"1"` (sparse iterations), `"2"` (loops),
+    /// `"flat"` (1-D arrays) or `"llvm"` (the optimized LLVM IR for the host).
+    #[pyo3(signature = (stage = "2"))]
+    fn lower(&self, py: Python<'_>, stage: &str) -> PyResult<String> {
+        let schedule = &self.schedule;
+        let flat = || {
+            let f = schedule.stage2().map_err(schedule_err)?;
+            lacuna_stage2::lower_to_flat(f, &lacuna_stage2::Config::default(), &mut |_, _| {})
+                .map_err(|e| crate::errors::CompileError::new_err(e.to_string()))
+        };
         match stage {
-            1 => Ok(lacuna_stage1::print_program(self.schedule.program())),
-            2 => Ok(lacuna_stage2::print_func(
-                &self.schedule.stage2().map_err(schedule_err)?,
+            "1" => Ok(lacuna_stage1::print_program(schedule.program())),
+            "2" => Ok(lacuna_stage2::print_func(
+                &schedule.stage2().map_err(schedule_err)?,
             )),
-            _ => Err(pyo3::exceptions::PyValueError::new_err(
-                "stage must be 1 or 2",
-            )),
+            "flat" => Ok(lacuna_stage2::print_func(&flat()?)),
+            "llvm" => {
+                let f = flat()?;
+                py.detach(move || {
+                    lacuna_target::emit_llvm_ir(&f, &lacuna_target::CodegenOptions::default())
+                })
+                .map_err(|e| crate::errors::CompileError::new_err(e.to_string()))
+            }
+            _ => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "unknown stage `{stage}` (expected 1, 2, flat or llvm)"
+            ))),
         }
     }
 

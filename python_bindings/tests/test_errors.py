@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import lacuna
-from conftest import EXAMPLES, kernel, random_csr
+from conftest import EXAMPLES, assert_close, kernel, random_csr
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +144,36 @@ def test_coiteration_schedules_are_compile_errors():
     with pytest.raises(lacuna.CompileError, match="schedules of co-iteration kernels"):
         lacuna.build(s)
     assert lacuna.build(kernel("spadd")).outputs == ["C"]
+
+
+def test_random_corrupt_csr_never_crashes(spmv):
+    """Random structure arrays: every call either computes scipy's answer on a well-formed
+    matrix or raises a LacunaError; none reaches the machine code out of bounds."""
+    rng = np.random.default_rng(2024)
+    accepted = rejected = 0
+    for trial in range(300):
+        m, n = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        nnz = int(rng.integers(0, 8))
+        indptr = np.sort(rng.integers(-1, nnz + 2, m + 1)).astype(np.int32)
+        if trial % 3 == 0:
+            indptr = rng.integers(-2, nnz + 3, m + 1).astype(np.int32)  # not even sorted
+        indices = rng.integers(-1, n + 1, nnz).astype(np.int32)
+        data = rng.standard_normal(nnz)
+        a = sp.csr_matrix((m, n))
+        a.indptr, a.indices, a.data = indptr, indices, data
+        x = rng.standard_normal(n)
+        try:
+            y = spmv(A=a, x=x)["y"]
+        except lacuna.LacunaError:
+            rejected += 1
+            continue
+        accepted += 1
+        # Accepted: the structure is a canonical CSR matrix, and the result is scipy's.
+        assert indptr[0] == 0 and np.all(np.diff(indptr) >= 0) and indptr[-1] == nnz
+        assert np.all((indices >= 0) & (indices < n))
+        for r in range(m):
+            row = indices[indptr[r]:indptr[r + 1]]
+            assert np.all(np.diff(row) > 0)
+        want = sp.csr_matrix((data, indices, indptr), shape=(m, n)) @ x
+        assert_close(y, want)
+    assert accepted > 0 and rejected > 0

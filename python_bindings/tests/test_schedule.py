@@ -195,3 +195,21 @@ def test_trace_round_trip_python_ron_cli(tmp_path, matrix):
     py = lacuna.build(lacuna.Schedule.from_ron(kernel("spmm"), sched))(A=a, B=b)["C"]
     np.testing.assert_array_equal(py, cli)  # same schedule, same code: identical results
     assert_close(py, a @ b)
+
+
+def test_lower_prints_every_stage_like_the_cli():
+    s = lacuna.Schedule(kernel("spmm"))
+    s.split("spmm:k", [None, 4])
+    s.parallel("spmm:i")
+    assert "sp_iter spmm" in s.lower(1)
+    assert "k.1" in s.lower(2) and "parallel" in s.lower(2)
+    assert "J.indptr" in s.lower("flat")
+    assert "define" in s.lower("llvm") and "lacuna_rt_parallel_for" in s.lower("llvm")
+    assert lacuna.lower(kernel("spmv"), 1) == kernel("spmv").text()
+    with pytest.raises(ValueError):
+        s.lower("ptx9")
+    if LACUNA.exists():
+        sched_file = EXAMPLES / "schedules" / "spmm_split_k.ron"
+        cli = subprocess.run([str(LACUNA), "lower", str(EXAMPLES / "spmm.ron"), "--schedule", str(sched_file),
+                              "--stage", "2"], capture_output=True, text=True, check=True).stdout
+        assert cli == lacuna.Schedule.from_ron(kernel("spmm"), sched_file).lower(2)

@@ -58,6 +58,7 @@ __all__ = [
     "build",
     "convert",
     "disassemble",
+    "lower",
     "script",
     "storage_layout",
 ]
@@ -128,9 +129,12 @@ class Schedule:
         """Names of the loops enclosing ``block``, outermost first, as the primitives take them."""
         return self._s.get_loops(block)
 
-    def lower(self, stage: int = 2) -> str:
-        """The scheduled program as text: stage I (``1``) or the stage-II loops (``2``)."""
-        return self._s.lower(stage)
+    def lower(self, stage: int | str = 2) -> str:
+        """The scheduled program as text at a stage, as ``lacuna lower --stage`` prints it:
+        ``1`` (sparse iterations), ``2`` (loops), ``"flat"`` (1-D arrays) or ``"llvm"`` (the
+        optimized LLVM IR for the host). Raises :class:`ScheduleError` or
+        :class:`CompileError` when the program does not lower."""
+        return self._s.lower(str(stage))
 
     # Stage I.
     def sparse_reorder(self, iter: str, axes: list[str]) -> None:
@@ -341,6 +345,13 @@ def build(kernel_or_schedule: Kernel | Schedule, target: str = "cpu") -> Functio
     if isinstance(kernel_or_schedule, Kernel):
         return Function(_lacuna.build(kernel_or_schedule, None, target), kernel_or_schedule, None)
     raise TypeError(f"build takes a Kernel or a Schedule, not {type(kernel_or_schedule).__name__}")
+
+
+def lower(kernel_or_schedule: Kernel | Schedule, stage: int | str = 2) -> str:
+    """A kernel, or a scheduled kernel, as text at ``stage`` (see :meth:`Schedule.lower`)."""
+    if isinstance(kernel_or_schedule, Kernel):
+        kernel_or_schedule = Schedule(kernel_or_schedule)
+    return kernel_or_schedule.lower(stage)
 
 
 def convert(x: Any, to: str) -> SparseTensor:
