@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import lacuna
 from conftest import EXAMPLES, assert_close, kernel, random_csr, sddmm_reference
@@ -100,3 +101,31 @@ def test_byte_swapped_arrays_are_converted():
     assert f.last_copies == ["argument `x`: >f8 -> float64"]
     with pytest.raises(lacuna.BindError):
         f(A=a, x=np.ones(8), out={"y": np.zeros(10, dtype=">f8")})
+
+
+def test_buffer_declared_as_csr_encoding_is_zero_copy():
+    # The encoding's widths decide the index type: 32-bit positions and coordinates take
+    # SciPy's int32 arrays as they are; the default (64-bit) converts them, values still shared.
+    text = (EXAMPLES / "formats" / "spmv.ron").read_text()
+    enc32 = "map = (i, j) -> (i : dense, j : compressed), posWidth = 32, crdWidth = 32"
+    f32idx = lacuna.build(lacuna.Kernel.from_ron_text(text, formats=[("A", enc32)]))
+    a = random_csr(40, 30, density=0.2, seed=8)
+    x = np.random.default_rng(8).standard_normal(30)
+    assert_close(f32idx(A=a, x=x, copy=False)["y"], a @ x)
+    assert f32idx.last_copies == []
+    a.data[:] = 1.0  # seen by the next call through the same memory
+    assert_close(f32idx(A=a, x=x, copy=False)["y"], a @ x)
+    f64idx = lacuna.build(lacuna.Kernel.from_ron_text(text))
+    assert_close(f64idx(A=a, x=x)["y"], a @ x)
+    assert sorted(f64idx.last_copies) == [
+        "argument `A` indices: int32 -> int64",
+        "argument `A` indptr: int32 -> int64",
+    ]
+    # Other encodings are converted by the binder (a copy).
+    csc = lacuna.build(lacuna.Kernel.from_ron_text(text, formats=[("A", "csc")]))
+    assert_close(csc(A=a, x=x)["y"], a @ x)
+    with pytest.raises(lacuna.BindError, match="copy=False"):
+        csc(A=a, x=x, copy=False)
+    unsorted = sp.csr_matrix((np.array([1.0, 2.0]), np.array([3, 1]), np.array([0, 2, 2])), shape=(2, 4))
+    with pytest.raises(lacuna.BindError, match="strictly increasing"):
+        f32idx(A=unsorted, x=np.ones(4))

@@ -72,13 +72,17 @@ impl Structure for BindingsView<'_> {
     }
 }
 
-/// Whether a buffer can take an input without copying: declared over axes (not an
-/// encoding), with no extra storage, and either over dense axes only ([`InputView::Dense`]) or
-/// over a dense axis and its `sparse_variable` child ([`InputView::Csr`]). Returns the form it
-/// takes, or `None`.
+/// Whether a buffer can take an input without copying: with no extra storage, and either over
+/// dense axes only ([`InputView::Dense`]) or over a dense axis and its `sparse_variable` child
+/// ([`InputView::Csr`]), the latter also when the buffer is declared with an encoding that is
+/// CSR (identity map, dense then ordered unique compressed level, one index width). Returns the
+/// form it takes, or `None`.
 pub fn view_form(p: &Program, buffer: &str) -> Option<ViewForm> {
     let buf = p.buffer(buffer)?;
-    if !buf.dims.is_empty() || buf.extra_storage != 0 {
+    if buf.extra_storage != 0 {
+        return None;
+    }
+    if !buf.dims.is_empty() && !is_csr_encoding(buf) {
         return None;
     }
     let kinds: Vec<&AxisKind> = buf
@@ -103,6 +107,25 @@ pub fn view_form(p: &Program, buffer: &str) -> Option<ViewForm> {
         }),
         _ => None,
     }
+}
+
+/// Whether an encoded (sparsified) buffer is stored exactly as CSR over its two level axes.
+fn is_csr_encoding(buf: &crate::ir::Buffer) -> bool {
+    let Ok(Some(enc)) = crate::sparsify::buffer_encoding(buf) else {
+        return false;
+    };
+    let types = enc.lvl_types();
+    enc.is_identity()
+        && !enc.has_slices()
+        && enc.n_symbols() == 0
+        && enc.pos_width() == enc.crd_width()
+        && buf.dims.len() == 2
+        && buf.axes.len() == 2
+        && types.len() == 2
+        && types[0].is_dense()
+        && types[1].is_compressed()
+        && types[1].is_unique()
+        && types[1].is_ordered()
 }
 
 /// How a buffer takes a borrowed input (see [`view_form`]).
@@ -232,6 +255,17 @@ pub fn bind_views<'a>(
             });
         }
         for (d, ax) in buf.axes.iter().enumerate() {
+            let ext = p
+                .axis(ax)
+                .expect("verified programs name only declared axes")
+                .kind
+                .coord_extent()
+                .clone();
+            let source = format!("input `{}` dimension {d}", buf.name);
+            bind_size(&mut b.params, &mut sources, &ext, shape[d], &source)?;
+        }
+        // An encoded buffer's dimensions (its level axes are bound above).
+        for (d, ax) in buf.dims.iter().enumerate() {
             let ext = p
                 .axis(ax)
                 .expect("verified programs name only declared axes")
