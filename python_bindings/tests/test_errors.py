@@ -177,3 +177,22 @@ def test_random_corrupt_csr_never_crashes(spmv):
         want = sp.csr_matrix((data, indices, indptr), shape=(m, n)) @ x
         assert_close(y, want)
     assert accepted > 0 and rejected > 0
+
+
+def test_gpu_race_is_an_execution_error():
+    # spmm_gpu_naive without binding the init loop: every threadIdx.x initializes row i.
+    s = lacuna.Schedule(kernel("spmm"))
+    s.split("spmm:i", [None, 8])
+    s.bind("i.0", "blockIdx.x")
+    s.bind("i.1", "threadIdx.y")
+    s.split("spmm:k", [None, 32])
+    s.reorder(["k.0", "k.1", "j"])
+    s.bind("spmm:k.1", "threadIdx.x")
+    f = lacuna.build(s, target="interp-gpu")
+    a = random_csr(20, 10, density=0.3, seed=3)
+    with pytest.raises(lacuna.ExecutionError, match="race"):
+        f(A=a, B=np.ones((10, 64)))
+    s.split("spmm_init:k", [None, 32])
+    s.bind("spmm_init:k.1", "threadIdx.x")
+    g = lacuna.build(s, target="interp-gpu")
+    assert_close(g(A=a, B=np.ones((10, 64)))["C"], a @ np.ones((10, 64)))
