@@ -139,6 +139,93 @@ impl ArrayData {
     }
 }
 
+/// A borrowed, typed, contiguous 1-D array: the read-only counterpart of [`ArrayData`] for
+/// data owned elsewhere (e.g. a NumPy array handed in without copying).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ArrayView<'a> {
+    /// 32-bit floats.
+    F32(&'a [f32]),
+    /// 64-bit floats.
+    F64(&'a [f64]),
+    /// 32-bit integers.
+    I32(&'a [i32]),
+    /// 64-bit integers.
+    I64(&'a [i64]),
+}
+
+impl ArrayView<'_> {
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            ArrayView::F32(_) => DType::F32,
+            ArrayView::F64(_) => DType::F64,
+            ArrayView::I32(_) => DType::I32,
+            ArrayView::I64(_) => DType::I64,
+        }
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            ArrayView::F32(v) => v.len(),
+            ArrayView::F64(v) => v.len(),
+            ArrayView::I32(v) => v.len(),
+            ArrayView::I64(v) => v.len(),
+        }
+    }
+    /// True when the array has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Element `i`, or `None` past the end.
+    pub fn get(&self, i: usize) -> Option<Scalar> {
+        Some(match self {
+            ArrayView::F32(v) => Scalar::F32(*v.get(i)?),
+            ArrayView::F64(v) => Scalar::F64(*v.get(i)?),
+            ArrayView::I32(v) => Scalar::I32(*v.get(i)?),
+            ArrayView::I64(v) => Scalar::I64(*v.get(i)?),
+        })
+    }
+    /// All elements converted to `i64` (floats truncate).
+    pub fn to_i64_vec(&self) -> Vec<i64> {
+        match self {
+            ArrayView::F32(v) => v.iter().map(|&x| x as i64).collect(),
+            ArrayView::F64(v) => v.iter().map(|&x| x as i64).collect(),
+            ArrayView::I32(v) => v.iter().map(|&x| x as i64).collect(),
+            ArrayView::I64(v) => v.to_vec(),
+        }
+    }
+    /// An owned copy.
+    pub fn to_owned(&self) -> ArrayData {
+        match self {
+            ArrayView::F32(v) => ArrayData::F32(v.to_vec()),
+            ArrayView::F64(v) => ArrayData::F64(v.to_vec()),
+            ArrayView::I32(v) => ArrayData::I32(v.to_vec()),
+            ArrayView::I64(v) => ArrayData::I64(v.to_vec()),
+        }
+    }
+    /// Pointer to the first element.
+    pub fn as_ptr(&self) -> *const u8 {
+        match self {
+            ArrayView::F32(v) => v.as_ptr() as *const u8,
+            ArrayView::F64(v) => v.as_ptr() as *const u8,
+            ArrayView::I32(v) => v.as_ptr() as *const u8,
+            ArrayView::I64(v) => v.as_ptr() as *const u8,
+        }
+    }
+}
+
+impl ArrayData {
+    /// A borrowed view of the elements.
+    pub fn view(&self) -> ArrayView<'_> {
+        match self {
+            ArrayData::F32(v) => ArrayView::F32(v),
+            ArrayData::F64(v) => ArrayView::F64(v),
+            ArrayData::I32(v) => ArrayView::I32(v),
+            ArrayData::I64(v) => ArrayView::I64(v),
+        }
+    }
+}
+
 /// A dense row-major (C order) n-D array.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DenseArray {

@@ -12,5 +12,5 @@ pub mod encoding;
 pub mod io;
 pub mod storage;
 
-pub use array::{ArrayData, CooTensor, DenseArray};
+pub use array::{ArrayData, ArrayView, CooTensor, DenseArray};
 pub use dtype::{DType, Scalar};

@@ -6,7 +6,7 @@
 //! kernels compiled without bounds checks only ever see consistent storage.
 
 use crate::ir::{Axis, AxisKind, IndexType, Program, Role, Size};
-use lacuna_ir::{ArrayData, CooTensor, DType, DenseArray, Scalar};
+use lacuna_ir::{ArrayData, ArrayView, CooTensor, DType, DenseArray, Scalar};
 use std::collections::BTreeMap;
 
 /// Structure arrays of one axis.
@@ -27,6 +27,34 @@ pub struct Bindings {
     pub axes: BTreeMap<String, AxisData>,
     /// Values per buffer name, in storage order.
     pub buffers: BTreeMap<String, ArrayData>,
+}
+
+/// Read access to parameters and structure arrays, whoever owns them: [`Bindings`] or a
+/// [`crate::BindingsView`] over borrowed arrays. Lengths and validation are defined once over it.
+pub(crate) trait Structure {
+    /// Values of the symbolic sizes.
+    fn params(&self) -> &BTreeMap<String, i64>;
+    /// Whether the axis has structure bound (even if neither array is).
+    fn has_axis(&self, axis: &str) -> bool;
+    /// The `indptr` of an axis, if bound.
+    fn indptr(&self, axis: &str) -> Option<ArrayView<'_>>;
+    /// The `indices` of an axis, if bound.
+    fn indices(&self, axis: &str) -> Option<ArrayView<'_>>;
+}
+
+impl Structure for Bindings {
+    fn params(&self) -> &BTreeMap<String, i64> {
+        &self.params
+    }
+    fn has_axis(&self, axis: &str) -> bool {
+        self.axes.contains_key(axis)
+    }
+    fn indptr(&self, axis: &str) -> Option<ArrayView<'_>> {
+        self.axes.get(axis)?.indptr.as_ref().map(ArrayData::view)
+    }
+    fn indices(&self, axis: &str) -> Option<ArrayView<'_>> {
+        self.axes.get(axis)?.indices.as_ref().map(ArrayData::view)
+    }
 }
 
 /// A user input for one buffer.
@@ -179,6 +207,18 @@ pub enum BindError {
         param: String,
         /// The value given.
         value: i64,
+    },
+    /// An array handed in without copying has the wrong number of elements.
+    #[error("input `{buffer}`: {array} has {found} elements, expected {expected}")]
+    Length {
+        /// The buffer.
+        buffer: String,
+        /// Which array (`values`, `indptr`, `indices`).
+        array: String,
+        /// The length the kernel expects.
+        expected: usize,
+        /// The length given.
+        found: usize,
     },
     /// A buffer would be too large for this machine.
     #[error("buffer `{buffer}` is too large to allocate on this machine")]
@@ -676,6 +716,14 @@ fn alloc(buffer: &str, dtype: DType, len: usize, extra: u64) -> Result<ArrayData
 
 /// Number of positions of an axis (the length of its level), from its structure.
 pub fn axis_len(p: &Program, bindings: &Bindings, axis: &str) -> Result<usize, BindError> {
+    axis_len_of(p, bindings, axis)
+}
+
+pub(crate) fn axis_len_of(
+    p: &Program,
+    bindings: &dyn Structure,
+    axis: &str,
+) -> Result<usize, BindError> {
     let a = p
         .axis(axis)
         .expect("verified programs name only declared axes");
@@ -686,45 +734,41 @@ pub fn axis_len(p: &Program, bindings: &Bindings, axis: &str) -> Result<usize, B
     match &a.kind {
         AxisKind::DenseFixed { n } => {
             Ok(
-                size_value(n, &bindings.params).ok_or_else(|| BindError::UnboundParam {
+                size_value(n, bindings.params()).ok_or_else(|| BindError::UnboundParam {
                     param: n.to_string(),
                 })? as usize,
             )
         }
-        AxisKind::SparseVariable { loose: true, .. } => Ok(bindings
-            .axes
-            .get(axis)
-            .and_then(|d| d.indices.as_ref())
-            .ok_or_else(no_structure)?
-            .len()),
+        AxisKind::SparseVariable { loose: true, .. } => {
+            Ok(bindings.indices(axis).ok_or_else(no_structure)?.len())
+        }
         AxisKind::DenseVariable { .. } | AxisKind::SparseVariable { .. } => {
-            let ip = bindings
-                .axes
-                .get(axis)
-                .and_then(|d| d.indptr.as_ref())
-                .ok_or_else(no_structure)?;
+            let ip = bindings.indptr(axis).ok_or_else(no_structure)?;
             Ok(ip
                 .get(ip.len().saturating_sub(1))
                 .map_or(0, |s| s.as_i64().max(0) as usize))
         }
-        AxisKind::SparseFixed { .. } => Ok(bindings
-            .axes
-            .get(axis)
-            .and_then(|d| d.indices.as_ref())
-            .ok_or_else(no_structure)?
-            .len()),
+        AxisKind::SparseFixed { .. } => Ok(bindings.indices(axis).ok_or_else(no_structure)?.len()),
     }
 }
 
 /// Number of stored values of a buffer (without extra storage).
 pub fn buffer_len(p: &Program, bindings: &Bindings, buffer: &str) -> Result<usize, BindError> {
+    buffer_len_of(p, bindings, buffer)
+}
+
+pub(crate) fn buffer_len_of(
+    p: &Program,
+    bindings: &dyn Structure,
+    buffer: &str,
+) -> Result<usize, BindError> {
     let buf = p
         .buffer(buffer)
         .expect("verified programs name only declared buffers");
     let mut len = 1usize;
     for ax in &buf.axes {
         let a = p.axis(ax).expect("verified");
-        let l = axis_len(p, bindings, ax)?;
+        let l = axis_len_of(p, bindings, ax)?;
         len = if a.kind.parent().is_some() {
             l
         } else {
@@ -739,6 +783,10 @@ pub fn buffer_len(p: &Program, bindings: &Bindings, buffer: &str) -> Result<usiz
 /// Checks every structure array against the parameters: lengths, monotone `indptr` starting at
 /// zero, coordinates in range, sorted and unique where the axis says so.
 pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
+    validate_structure(p, bindings)
+}
+
+pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Result<(), BindError> {
     for a in &p.axes {
         let Some(parent) = a.kind.parent() else {
             continue;
@@ -748,24 +796,23 @@ pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
             axis: a.name.clone(),
             reason,
         };
-        let Some(data) = bindings.axes.get(&a.name) else {
+        if !bindings.has_axis(&a.name) {
             // Axes that nothing iterates or stores over may stay unbound; users of them fail later.
             continue;
-        };
-        let parent_len = axis_len(p, bindings, parent)?;
-        let ext = size_value(a.kind.coord_extent(), &bindings.params).ok_or_else(|| {
+        }
+        let (indptr, indices) = (bindings.indptr(&a.name), bindings.indices(&a.name));
+        let parent_len = axis_len_of(p, bindings, parent)?;
+        let ext = size_value(a.kind.coord_extent(), bindings.params()).ok_or_else(|| {
             BindError::UnboundParam {
                 param: a.kind.coord_extent().to_string(),
             }
         })?;
-        let indices = data.indices.as_ref().map(|x| x.to_i64_vec());
+        let indices = indices.map(|x| x.to_i64_vec());
         let segments: Vec<(usize, usize)> = match &a.kind {
             AxisKind::SparseVariable {
                 loose: true, nnz, ..
             } => {
-                let ip = data
-                    .indptr
-                    .as_ref()
+                let ip = indptr
                     .ok_or_else(|| bad("missing positions".into()))?
                     .to_i64_vec();
                 let n_crd = indices.as_ref().map_or(0, Vec::len) as i64;
@@ -776,7 +823,7 @@ pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
                         2 * parent_len
                     )));
                 }
-                if let Some(v) = size_value(nnz, &bindings.params) {
+                if let Some(v) = size_value(nnz, bindings.params()) {
                     if v != n_crd {
                         return Err(bad(format!("{n_crd} coordinates but nnz `{nnz}` is {v}")));
                     }
@@ -794,9 +841,7 @@ pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
                 segs
             }
             AxisKind::DenseVariable { nnz, .. } | AxisKind::SparseVariable { nnz, .. } => {
-                let ip = data
-                    .indptr
-                    .as_ref()
+                let ip = indptr
                     .ok_or_else(|| bad("missing indptr".into()))?
                     .to_i64_vec();
                 if ip.len() != parent_len + 1 {
@@ -817,7 +862,7 @@ pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
                     )));
                 }
                 let last = ip[ip.len() - 1];
-                if let Some(v) = size_value(nnz, &bindings.params) {
+                if let Some(v) = size_value(nnz, bindings.params()) {
                     if v != last {
                         return Err(bad(format!("indptr ends at {last} but nnz `{nnz}` is {v}")));
                     }
@@ -835,7 +880,7 @@ pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
                     .collect()
             }
             AxisKind::SparseFixed { nnz_cols, .. } => {
-                let w = size_value(nnz_cols, &bindings.params).unwrap_or(0).max(0) as usize;
+                let w = size_value(nnz_cols, bindings.params()).unwrap_or(0).max(0) as usize;
                 let n = indices.as_ref().map_or(0, Vec::len);
                 if n != parent_len * w {
                     return Err(bad(format!(

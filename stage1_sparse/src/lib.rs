@@ -19,6 +19,7 @@ mod parse;
 mod print;
 mod sparsify;
 mod verify;
+mod view;
 
 pub use data::{
     axis_len, bind, bind_with, buffer_len, for_each_stored, size_value, unpack, validate, AxisData,
@@ -34,4 +35,8 @@ pub use print::print_program;
 pub use sparsify::{buffer_encoding, sparsify};
 pub use verify::{
     concrete_type, resolve_index, resolve_literals, type_of, unify, verify, Ty, VerifyError,
+};
+pub use view::{
+    axis_len_view, bind_views, buffer_len_view, check_length, view_form, AxisView, BindingsView,
+    InputView, ViewForm,
 };

@@ -246,3 +246,119 @@ fn pointer(a: &mut ArrayData, s: &Slot) -> Result<*mut u8, RuntimeError> {
     }
     Ok(a.as_mut_ptr())
 }
+
+/// One array handed to [`CompiledKernel::run_raw`]: `len` elements of `dtype` at `ptr`, owned
+/// elsewhere (e.g. a NumPy array).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawArray {
+    /// The first element (aligned for `dtype`; may dangle when `len` is 0).
+    pub ptr: *mut u8,
+    /// Number of elements.
+    pub len: usize,
+    /// Element type.
+    pub dtype: DType,
+}
+
+/// Parameters and borrowed arrays for [`CompiledKernel::run_raw`], named as in
+/// [`lacuna_stage1::Bindings`]: values by buffer, structure arrays by axis.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawBindings {
+    /// Values of the symbolic sizes.
+    pub params: std::collections::BTreeMap<String, i64>,
+    /// Values per buffer name.
+    pub buffers: std::collections::BTreeMap<String, RawArray>,
+    /// `indptr` per axis name.
+    pub indptr: std::collections::BTreeMap<String, RawArray>,
+    /// `indices` per axis name.
+    pub indices: std::collections::BTreeMap<String, RawArray>,
+}
+
+/// A buffer argument of a compiled kernel, as [`CompiledKernel::arguments`] lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelArgument<'a> {
+    /// The buffer's name (`AXIS.indptr` / `AXIS.indices` for structure arrays).
+    pub name: &'a str,
+    /// What the array holds (values of a buffer with its role, or an axis's structure).
+    pub kind: &'a BufferKind,
+    /// Its element type.
+    pub dtype: DType,
+    /// Whether the machine code reads or writes it.
+    pub accessed: bool,
+}
+
+impl CompiledKernel {
+    /// The buffer arguments of the kernel, in entry-point order.
+    pub fn arguments(&self) -> impl Iterator<Item = KernelArgument<'_>> {
+        self.slots.iter().map(|s| KernelArgument {
+            name: &s.name,
+            kind: &s.kind,
+            dtype: s.dtype,
+            accessed: s.accessed,
+        })
+    }
+
+    /// The names of the parameters the kernel reads.
+    pub fn param_names(&self) -> &[String] {
+        &self.params
+    }
+
+    /// Runs the kernel on arrays owned elsewhere, without copying them: each buffer argument
+    /// is taken from `b` by its kind (values by buffer name, `indptr`/`indices` by axis name).
+    /// Returns an error, and calls nothing, when a parameter or an accessed array is missing or
+    /// an array's element type differs from the kernel's.
+    ///
+    /// # Safety
+    ///
+    /// The machine code does no bounds checks, so the caller guarantees what
+    /// [`CompiledKernel::run`]'s bindings guarantee by construction:
+    /// - every pointer is valid for reads of `len` elements of its type, and for writes too
+    ///   when the kernel writes that buffer (outputs and allocated buffers);
+    /// - the arrays are consistent with the parameters exactly as `lacuna_stage1::validate`
+    ///   checks owned bindings (for borrowed inputs `lacuna_stage1::bind_views` does, and
+    ///   `lacuna_stage1::check_length` for the written buffers): lengths, `indptr` monotone from
+    ///   zero, coordinates in range, sorted where the axis says so;
+    /// - no array the kernel writes overlaps another array, and nothing else reads or writes
+    ///   them during the call.
+    pub unsafe fn run_raw(&self, b: &RawBindings) -> Result<(), RuntimeError> {
+        let params = self
+            .params
+            .iter()
+            .map(|p| {
+                b.params
+                    .get(p)
+                    .copied()
+                    .ok_or_else(|| RuntimeError::MissingParam { param: p.clone() })
+            })
+            .collect::<Result<Vec<i64>, _>>()?;
+        let mut ptrs: Vec<*mut u8> = Vec::with_capacity(self.slots.len());
+        for s in &self.slots {
+            let data = match &s.kind {
+                BufferKind::Values(_) => b.buffers.get(&s.name),
+                BufferKind::Indptr(axis) => b.indptr.get(axis),
+                BufferKind::Indices(axis) => b.indices.get(axis),
+            };
+            ptrs.push(match data {
+                Some(a) if a.dtype != s.dtype => {
+                    return Err(RuntimeError::DType {
+                        buffer: s.name.clone(),
+                        expected: s.dtype,
+                        found: a.dtype,
+                    })
+                }
+                Some(a) if a.len == 0 => {
+                    // Never dereferenced by a kernel whose arrays are consistent (nothing stored).
+                    NonNull::<u64>::dangling().as_ptr().cast()
+                }
+                Some(a) => a.ptr,
+                None if !s.accessed && !matches!(s.kind, BufferKind::Values(_)) => {
+                    NonNull::<u64>::dangling().as_ptr().cast()
+                }
+                None => return Err(missing(s)),
+            });
+        }
+        // SAFETY: one pointer per buffer of the declared element type, valid and consistent
+        // with the parameters per this function's contract; one value per parameter.
+        unsafe { (self.entry)(ptrs.as_ptr(), params.as_ptr()) };
+        Ok(())
+    }
+}

@@ -1,0 +1,935 @@
+//! `build` and the callable it returns: binds NumPy arrays and CSR triples to a compiled kernel.
+//!
+//! Two paths. The *zero-copy* path (JIT target, no format conversion, every input a dense
+//! array or a CSR matrix whose buffer takes one; see `lacuna_stage1::view_form`) borrows the
+//! arrays' memory, validates it with `lacuna_stage1::bind_views`, and runs the machine code on
+//! it with `CompiledKernel::run_raw`, writing outputs into NumPy arrays allocated here or
+//! given as `out=`. The *copying* path (interpreters, co-iteration kernels, encoded buffers,
+//! decomposed formats) converts the arguments into owned inputs and runs the driver's path.
+//! Arrays whose element type or layout differ are converted by NumPy first (same-kind casts
+//! only), unless `copy=False`, which makes any copy an error.
+
+use crate::errors::{bind_error, catch, driver_error, internal, BindError, ShapeError};
+use crate::kernel::{PyKernel, PySchedule};
+use lacuna::driver::{convert_inputs, reset_outputs, Executable, Target};
+use lacuna_ir::{ArrayData, ArrayView, CooTensor, DType, DenseArray};
+use lacuna_schedule::Conversion;
+use lacuna_stage1::{
+    bind_views, bind_with, buffer_len_view, check_length, size_value, unpack, view_form, AxisKind,
+    Bindings, BindingsView, Input, InputView, Output, Program, Role, ViewForm,
+};
+use lacuna_stage2::coiter::{CoKernel, Pass};
+use lacuna_target::{compile, CodegenOptions, CompiledKernel, RawArray, RawBindings};
+use numpy::{
+    PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArray,
+    PyUntypedArrayMethods,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::collections::BTreeMap;
+
+enum Inner {
+    Standard {
+        exe: Executable,
+        conversions: Vec<Conversion>,
+    },
+    Coiter {
+        kernel: Box<CoKernel>,
+        /// Count (if any) and compute passes, for the JIT.
+        compiled: Option<Box<(Option<CompiledKernel>, CompiledKernel)>>,
+    },
+}
+
+/// A kernel compiled for a target, callable on NumPy arrays and CSR matrices.
+#[pyclass(module = "lacuna._lacuna", name = "Executable", frozen)]
+pub struct PyExecutable {
+    program: Program,
+    target: Target,
+    inner: Inner,
+}
+
+fn parse_target(target: &str) -> PyResult<Target> {
+    match target {
+        "cpu" | "jit" | "llvm" => Ok(Target::Jit),
+        "interp" => Ok(Target::Interp),
+        "interp-stage1" => Ok(Target::InterpStage1),
+        "interp-gpu" => Ok(Target::InterpGpu),
+        _ => Err(PyValueError::new_err(format!(
+            "unknown target `{target}` (expected cpu, interp, interp-stage1 or interp-gpu)"
+        ))),
+    }
+}
+
+/// Compiles a kernel, or a scheduled kernel, for `target`, without the GIL.
+#[pyfunction]
+#[pyo3(signature = (kernel, schedule = None, target = "cpu"))]
+pub fn build(
+    py: Python<'_>,
+    kernel: PyRef<'_, PyKernel>,
+    schedule: Option<PyRef<'_, PySchedule>>,
+    target: &str,
+) -> PyResult<PyExecutable> {
+    let target = parse_target(target)?;
+    let file = schedule.map(|s| s.file());
+    let p = kernel.prepared.clone();
+    let built = py.detach(move || {
+        catch(
+            move || -> Result<PyExecutable, lacuna::driver::DriverError> {
+                if lacuna_stage2::coiter::is_coiteration(&p) {
+                    if file.as_ref().is_some_and(|f| !f.trace.is_empty()) {
+                        return Err(lacuna_stage2::coiter::CoiterError::Unsupported {
+                            what: "schedules of co-iteration kernels".into(),
+                        }
+                        .into());
+                    }
+                    let k = CoKernel::new(&p)?;
+                    let compiled = match target {
+                        Target::Jit => {
+                            let opts = CodegenOptions::default();
+                            let count = k.count.as_ref().map(|f| compile(f, &opts)).transpose()?;
+                            Some(Box::new((count, compile(&k.compute, &opts)?)))
+                        }
+                        _ => None,
+                    };
+                    return Ok(PyExecutable {
+                        program: p,
+                        target,
+                        inner: Inner::Coiter {
+                            kernel: Box::new(k),
+                            compiled,
+                        },
+                    });
+                }
+                let (program, exe, conversions) =
+                    Executable::build_converting(&p, file.as_ref(), target)?;
+                Ok(PyExecutable {
+                    program,
+                    target,
+                    inner: Inner::Standard { exe, conversions },
+                })
+            },
+        )
+    });
+    match built {
+        Ok(Ok(exe)) => Ok(exe),
+        Ok(Err(e)) => Err(driver_error(&e)),
+        Err(panic) => Err(internal("build", panic)),
+    }
+}
+
+/// A read-only borrow of a NumPy array of one of the four element types.
+enum ReadGuard<'py> {
+    F32(PyReadonlyArrayDyn<'py, f32>),
+    F64(PyReadonlyArrayDyn<'py, f64>),
+    I32(PyReadonlyArrayDyn<'py, i32>),
+    I64(PyReadonlyArrayDyn<'py, i64>),
+}
+
+impl ReadGuard<'_> {
+    fn view(&self) -> ArrayView<'_> {
+        const CHECKED: &str = "arrays are checked C-contiguous before they are borrowed";
+        match self {
+            ReadGuard::F32(a) => ArrayView::F32(a.as_slice().expect(CHECKED)),
+            ReadGuard::F64(a) => ArrayView::F64(a.as_slice().expect(CHECKED)),
+            ReadGuard::I32(a) => ArrayView::I32(a.as_slice().expect(CHECKED)),
+            ReadGuard::I64(a) => ArrayView::I64(a.as_slice().expect(CHECKED)),
+        }
+    }
+}
+
+/// A writable borrow of a NumPy array.
+enum WriteGuard<'py> {
+    F32(PyReadwriteArrayDyn<'py, f32>),
+    F64(PyReadwriteArrayDyn<'py, f64>),
+    I32(PyReadwriteArrayDyn<'py, i32>),
+    I64(PyReadwriteArrayDyn<'py, i64>),
+}
+
+impl WriteGuard<'_> {
+    /// Zero-fills the array and returns its memory for the kernel.
+    fn zeroed_raw(&mut self) -> RawArray {
+        const CHECKED: &str = "outputs are checked C-contiguous before they are borrowed";
+        fn raw<T: Default + Copy>(s: &mut [T], dtype: DType) -> RawArray {
+            s.fill(T::default());
+            RawArray {
+                ptr: s.as_mut_ptr().cast(),
+                len: s.len(),
+                dtype,
+            }
+        }
+        match self {
+            WriteGuard::F32(a) => raw(a.as_slice_mut().expect(CHECKED), DType::F32),
+            WriteGuard::F64(a) => raw(a.as_slice_mut().expect(CHECKED), DType::F64),
+            WriteGuard::I32(a) => raw(a.as_slice_mut().expect(CHECKED), DType::I32),
+            WriteGuard::I64(a) => raw(a.as_slice_mut().expect(CHECKED), DType::I64),
+        }
+    }
+}
+
+fn numpy_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float32",
+        DType::F64 => "float64",
+        DType::I32 | DType::Bool => "int32",
+        DType::I64 => "int64",
+    }
+}
+
+fn dtype_of(a: &Bound<'_, PyAny>) -> PyResult<String> {
+    a.getattr("dtype")?.getattr("name")?.extract()
+}
+
+/// Whether `a` is an ndarray of `dtype`, C-contiguous and aligned: usable without a copy.
+fn usable(a: &Bound<'_, PyAny>, dtype: DType) -> PyResult<bool> {
+    let Ok(arr) = a.cast::<PyUntypedArray>() else {
+        return Ok(false);
+    };
+    Ok(dtype_of(a)? == numpy_name(dtype)
+        && a.getattr("dtype")?.getattr("isnative")?.extract::<bool>()?
+        && arr.is_c_contiguous()
+        && a.getattr("flags")?.getattr("aligned")?.extract::<bool>()?)
+}
+
+/// What the call does about arrays that cannot be used as they are.
+struct Prep<'py, 'a> {
+    py: Python<'py>,
+    np: Bound<'py, PyModule>,
+    copy: bool,
+    /// Descriptions of the copies made (for `copy=False` errors and `last_copies`).
+    copies: &'a mut Vec<String>,
+}
+
+impl<'py> Prep<'py, '_> {
+    /// `a` as an ndarray of `dtype`, C-contiguous and aligned: itself when it already is,
+    /// else a converted copy (same-kind casts only; integers narrowed only when they fit).
+    fn array(
+        &mut self,
+        a: &Bound<'py, PyAny>,
+        dtype: DType,
+        what: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if usable(a, dtype)? {
+            return Ok(a.clone());
+        }
+        let arr = self.np.call_method1("asarray", (a,))?;
+        let found = arr.getattr("dtype")?.str()?.to_string();
+        if !self.copy {
+            return Err(BindError::new_err(format!(
+                "{what} would be copied (it is {found}{}, the kernel takes C-contiguous {}) but copy=False",
+                if arr.cast::<PyUntypedArray>().is_ok_and(|x| x.is_c_contiguous()) { "" } else { ", not C-contiguous" },
+                numpy_name(dtype)
+            )));
+        }
+        let target = numpy_name(dtype);
+        let can: bool = self
+            .np
+            .call_method1("can_cast", (arr.getattr("dtype")?, target, "same_kind"))?
+            .extract()?;
+        if !can {
+            return Err(BindError::new_err(format!(
+                "{what} has element type {found}, which does not convert to the kernel's {target}"
+            )));
+        }
+        if dtype.is_int() && arr.getattr("size")?.extract::<usize>()? > 0 {
+            let info = self.np.call_method1("iinfo", (target,))?;
+            let (lo, hi): (i128, i128) = (
+                info.getattr("min")?.extract()?,
+                info.getattr("max")?.extract()?,
+            );
+            let (min, max): (i128, i128) = (
+                arr.call_method0("min")?.call_method0("item")?.extract()?,
+                arr.call_method0("max")?.call_method0("item")?.extract()?,
+            );
+            if min < lo || max > hi {
+                return Err(BindError::new_err(format!(
+                    "{what} holds values in {min}..={max}, which do not fit the kernel's {target}"
+                )));
+            }
+        }
+        self.copies.push(format!("{what}: {found} -> {target}"));
+        let kwargs = PyDict::new(self.py);
+        kwargs.set_item("dtype", target)?;
+        kwargs.set_item("requirements", ("C", "A"))?;
+        self.np.call_method("require", (arr,), Some(&kwargs))
+    }
+}
+
+fn read<'py>(a: &Bound<'py, PyAny>, what: &str) -> PyResult<ReadGuard<'py>> {
+    let busy = |_| {
+        BindError::new_err(format!(
+            "{what} is being written by this call (the same array is also an output)"
+        ))
+    };
+    Ok(match dtype_of(a)?.as_str() {
+        "float32" => ReadGuard::F32(a.cast::<PyArrayDyn<f32>>()?.try_readonly().map_err(busy)?),
+        "float64" => ReadGuard::F64(a.cast::<PyArrayDyn<f64>>()?.try_readonly().map_err(busy)?),
+        "int32" => ReadGuard::I32(a.cast::<PyArrayDyn<i32>>()?.try_readonly().map_err(busy)?),
+        "int64" => ReadGuard::I64(a.cast::<PyArrayDyn<i64>>()?.try_readonly().map_err(busy)?),
+        other => {
+            return Err(BindError::new_err(format!(
+                "{what}: unsupported element type {other}"
+            )))
+        }
+    })
+}
+
+fn write<'py>(a: &Bound<'py, PyAny>, what: &str) -> PyResult<WriteGuard<'py>> {
+    let busy = |_| {
+        BindError::new_err(format!(
+            "{what} is not writeable or is also an input of this call"
+        ))
+    };
+    Ok(match dtype_of(a)?.as_str() {
+        "float32" => WriteGuard::F32(a.cast::<PyArrayDyn<f32>>()?.try_readwrite().map_err(busy)?),
+        "float64" => WriteGuard::F64(a.cast::<PyArrayDyn<f64>>()?.try_readwrite().map_err(busy)?),
+        "int32" => WriteGuard::I32(a.cast::<PyArrayDyn<i32>>()?.try_readwrite().map_err(busy)?),
+        "int64" => WriteGuard::I64(a.cast::<PyArrayDyn<i64>>()?.try_readwrite().map_err(busy)?),
+        other => {
+            return Err(BindError::new_err(format!(
+                "{what}: unsupported element type {other}"
+            )))
+        }
+    })
+}
+
+/// One argument as the Python layer hands it over.
+enum Arg<'py> {
+    /// A dense array (any array-like).
+    Dense(Bound<'py, PyAny>),
+    /// A CSR matrix: shape, indptr, indices, data.
+    Csr(
+        [usize; 2],
+        Bound<'py, PyAny>,
+        Bound<'py, PyAny>,
+        Bound<'py, PyAny>,
+    ),
+}
+
+fn parse_arg<'py>(name: &str, v: &Bound<'py, PyAny>) -> PyResult<Arg<'py>> {
+    if let Ok(t) = v.cast::<PyTuple>() {
+        let kind: String = t.get_item(0)?.extract()?;
+        return match kind.as_str() {
+            "csr" => Ok(Arg::Csr(
+                t.get_item(1)?.extract()?,
+                t.get_item(2)?,
+                t.get_item(3)?,
+                t.get_item(4)?,
+            )),
+            "dense" => Ok(Arg::Dense(t.get_item(1)?)),
+            _ => Err(BindError::new_err(format!(
+                "argument `{name}`: unknown kind {kind}"
+            ))),
+        };
+    }
+    Ok(Arg::Dense(v.clone()))
+}
+
+/// An input converted to owned data (the copying path).
+fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<Input> {
+    fn data(
+        np: &Bound<'_, PyModule>,
+        a: &Bound<'_, PyAny>,
+        what: &str,
+    ) -> PyResult<(Vec<usize>, ArrayData)> {
+        let arr = np.call_method1("ascontiguousarray", (a,))?;
+        let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
+        let flat = arr.call_method1("reshape", (-1,))?;
+        let d = match dtype_of(&arr)?.as_str() {
+            "float32" => ArrayData::F32(flat.extract()?),
+            "float64" => ArrayData::F64(flat.extract()?),
+            "int32" => ArrayData::I32(flat.extract()?),
+            "int64" => ArrayData::I64(flat.extract()?),
+            "bool" | "int8" | "int16" | "uint8" | "uint16" => {
+                ArrayData::I64(flat.call_method1("astype", ("int64",))?.extract()?)
+            }
+            "uint32" | "uint64" => {
+                let v: Vec<u64> = flat.extract()?;
+                ArrayData::I64(
+                    v.into_iter()
+                        .map(i64::try_from)
+                        .collect::<Result<_, _>>()
+                        .map_err(|_| BindError::new_err(format!("{what}: a value does not fit int64")))?,
+                )
+            }
+            "float16" => ArrayData::F32(flat.call_method1("astype", ("float32",))?.extract()?),
+            other => {
+                return Err(BindError::new_err(format!(
+                    "{what} has element type {other}, which does not convert to a kernel's element types (float32, float64, int32, int64)"
+                )))
+            }
+        };
+        Ok((shape, d))
+    }
+    match arg {
+        Arg::Dense(a) => {
+            let (shape, data) = data(np, a, &format!("argument `{name}`"))?;
+            Ok(Input::Dense(DenseArray { shape, data }))
+        }
+        Arg::Csr(shape, indptr, indices, values) => {
+            let ip = data(np, indptr, &format!("argument `{name}` indptr"))?
+                .1
+                .to_i64_vec();
+            let ind = data(np, indices, &format!("argument `{name}` indices"))?
+                .1
+                .to_i64_vec();
+            let (_, values) = data(np, values, &format!("argument `{name}` data"))?;
+            if ip.len() != shape[0] + 1
+                || ip.last().copied() != Some(ind.len() as i64)
+                || ind.len() != values.len()
+            {
+                return Err(ShapeError::new_err(format!(
+                    "argument `{name}`: a CSR matrix of {} rows needs {} indptr entries ending at the number of indices ({}) and values ({})",
+                    shape[0], shape[0] + 1, ind.len(), values.len()
+                )));
+            }
+            let mut rows = Vec::with_capacity(ind.len());
+            for r in 0..shape[0] {
+                let (s, t) = (ip[r], ip[r + 1]);
+                if s < 0 || t < s || t as usize > ind.len() {
+                    return Err(BindError::new_err(format!(
+                        "argument `{name}`: indptr is not monotone at row {r}"
+                    )));
+                }
+                rows.extend(std::iter::repeat_n(r, (t - s) as usize));
+            }
+            let cols = ind
+                .iter()
+                .map(|&c| usize::try_from(c))
+                .collect::<Result<Vec<usize>, _>>()
+                .map_err(|_| {
+                    BindError::new_err(format!("argument `{name}`: a negative column index"))
+                })?;
+            Ok(Input::Coo(CooTensor {
+                shape: shape.to_vec(),
+                coords: vec![rows, cols],
+                values,
+            }))
+        }
+    }
+}
+
+fn to_numpy<'py>(
+    py: Python<'py>,
+    data: &ArrayData,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    let flat: Bound<'py, PyAny> = match data {
+        ArrayData::F32(v) => numpy::PyArray1::from_slice(py, v).into_any(),
+        ArrayData::F64(v) => numpy::PyArray1::from_slice(py, v).into_any(),
+        ArrayData::I32(v) => numpy::PyArray1::from_slice(py, v).into_any(),
+        ArrayData::I64(v) => numpy::PyArray1::from_slice(py, v).into_any(),
+    };
+    flat.call_method1("reshape", (PyTuple::new(py, shape)?,))
+}
+
+#[pymethods]
+impl PyExecutable {
+    /// The target it was built for.
+    #[getter]
+    fn target(&self) -> &'static str {
+        self.target.name()
+    }
+
+    /// The input buffers.
+    #[getter]
+    fn inputs(&self) -> Vec<String> {
+        names(&self.program, Role::Input)
+    }
+
+    /// The output buffers.
+    #[getter]
+    fn outputs(&self) -> Vec<String> {
+        names(&self.program, Role::Output)
+    }
+
+    /// Runs on `inputs` (buffer name -> ndarray or `("csr", shape, indptr, indices, data)`).
+    /// Returns `(outputs, copies)`: outputs by name (ndarrays, or `("csr", shape, indptr,
+    /// indices, data)` / `("coo", shape, coords, values)` for sparse ones), and the arguments
+    /// that had to be copied.
+    #[pyo3(signature = (inputs, params = None, out = None, copy = true))]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        inputs: &Bound<'py, PyDict>,
+        params: Option<BTreeMap<String, i64>>,
+        out: Option<&Bound<'py, PyDict>>,
+        copy: bool,
+    ) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
+        let params = params.unwrap_or_default();
+        let np = py.import("numpy")?;
+        let mut args: BTreeMap<String, Arg<'py>> = BTreeMap::new();
+        for (k, v) in inputs.iter() {
+            let name: String = k.extract()?;
+            let arg = parse_arg(&name, &v)?;
+            args.insert(name, arg);
+        }
+        let known = names(&self.program, Role::Input);
+        if let Some(name) = args.keys().find(|n| !known.contains(n)) {
+            return Err(bind_error(&lacuna_stage1::BindError::UnknownInput {
+                name: name.clone(),
+                kernel: self.program.name.clone(),
+                known: known.join(", "),
+            }));
+        }
+        let mut outs: BTreeMap<String, Bound<'py, PyAny>> = BTreeMap::new();
+        if let Some(out) = out {
+            for (k, v) in out.iter() {
+                let name: String = k.extract()?;
+                if !self
+                    .program
+                    .buffers
+                    .iter()
+                    .any(|b| b.name == name && b.role == Role::Output)
+                {
+                    return Err(BindError::new_err(format!(
+                        "out: `{name}` is not an output buffer of kernel `{}` (its outputs: {})",
+                        self.program.name,
+                        names(&self.program, Role::Output).join(", ")
+                    )));
+                }
+                outs.insert(name, v);
+            }
+        }
+        let mut copies = Vec::new();
+        let result = if self.zero_copy_possible(&args) {
+            self.run_views(py, &np, &args, &params, &outs, copy, &mut copies)?
+        } else {
+            if !copy {
+                return Err(BindError::new_err(format!(
+                    "kernel `{}` on target {} takes these arguments only by copying them (co-iteration, encoded or decomposed buffers, an interpreter, or an argument that is not a dense array / CSR matrix for its buffer), but copy=False",
+                    self.program.name,
+                    self.target.name()
+                )));
+            }
+            self.run_owned(py, &np, &args, &params, &outs)?
+        };
+        Ok((result, copies))
+    }
+}
+
+fn names(p: &Program, role: Role) -> Vec<String> {
+    p.buffers
+        .iter()
+        .filter(|b| b.role == role)
+        .map(|b| b.name.clone())
+        .collect()
+}
+
+impl PyExecutable {
+    fn zero_copy_possible(&self, args: &BTreeMap<String, Arg<'_>>) -> bool {
+        let Inner::Standard {
+            exe: Executable::Jit(_),
+            conversions,
+        } = &self.inner
+        else {
+            return false;
+        };
+        if !conversions.is_empty() {
+            return false;
+        }
+        let p = &self.program;
+        let inputs_ok = p.buffers.iter().filter(|b| b.role == Role::Input).all(|b| {
+            match (view_form(p, &b.name), args.get(&b.name)) {
+                (Some(ViewForm::Dense), Some(Arg::Dense(_))) => true,
+                (Some(ViewForm::Csr { .. }), Some(Arg::Csr(..))) => true,
+                // A missing input is reported by the binder.
+                (_, None) => true,
+                _ => false,
+            }
+        });
+        let outputs_ok = p.buffers.iter().filter(|b| b.role != Role::Input).all(|b| {
+            match view_form(p, &b.name) {
+                Some(ViewForm::Dense) => true,
+                Some(ViewForm::Csr { axis, .. }) => b.role == Role::Alloc || p.buffers.iter().any(|i| {
+                    i.role == Role::Input && matches!(view_form(p, &i.name), Some(ViewForm::Csr { axis: a, .. }) if a == axis)
+                }),
+                None => b.role == Role::Alloc,
+            }
+        });
+        inputs_ok && outputs_ok
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_views<'py>(
+        &self,
+        py: Python<'py>,
+        np: &Bound<'py, PyModule>,
+        args: &BTreeMap<String, Arg<'py>>,
+        params: &BTreeMap<String, i64>,
+        outs: &BTreeMap<String, Bound<'py, PyAny>>,
+        copy: bool,
+        copies: &mut Vec<String>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let Inner::Standard {
+            exe: Executable::Jit(kernel),
+            ..
+        } = &self.inner
+        else {
+            unreachable!("zero_copy_possible checked the executable");
+        };
+        let p = &self.program;
+        // Arrays usable as they are (or converted copies), kept alive for the call.
+        let mut prep = Prep {
+            py,
+            np: np.clone(),
+            copy,
+            copies,
+        };
+        struct Prepared<'py> {
+            shape: Vec<usize>,
+            arrays: Vec<Bound<'py, PyAny>>,
+        }
+        let mut prepared: BTreeMap<String, Prepared<'py>> = BTreeMap::new();
+        // Axis -> the (indptr, indices) arrays bound to it, to return sparse outputs over it.
+        let mut structure: BTreeMap<String, (Bound<'py, PyAny>, Bound<'py, PyAny>)> =
+            BTreeMap::new();
+        for (name, arg) in args {
+            let Some(buf) = p.buffer(name) else {
+                continue; // reported by the binder
+            };
+            match (arg, view_form(p, name)) {
+                (Arg::Dense(a), _) => {
+                    let arr = prep.array(a, buf.dtype, &format!("argument `{name}`"))?;
+                    let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
+                    prepared.insert(
+                        name.clone(),
+                        Prepared {
+                            shape,
+                            arrays: vec![arr],
+                        },
+                    );
+                }
+                (Arg::Csr(shape, ip, ind, vals), Some(ViewForm::Csr { axis, index })) => {
+                    let ip = prep.array(ip, index, &format!("argument `{name}` indptr"))?;
+                    let ind = prep.array(ind, index, &format!("argument `{name}` indices"))?;
+                    let vals = prep.array(vals, buf.dtype, &format!("argument `{name}` data"))?;
+                    for (a, what) in [(&ip, "indptr"), (&ind, "indices"), (&vals, "data")] {
+                        if a.getattr("ndim")?.extract::<usize>()? != 1 {
+                            return Err(ShapeError::new_err(format!(
+                                "argument `{name}`: {what} must be one-dimensional"
+                            )));
+                        }
+                    }
+                    structure.entry(axis).or_insert((ip.clone(), ind.clone()));
+                    prepared.insert(
+                        name.clone(),
+                        Prepared {
+                            shape: shape.to_vec(),
+                            arrays: vec![ip, ind, vals],
+                        },
+                    );
+                }
+                (Arg::Csr(..), _) => unreachable!("zero_copy_possible checked the forms"),
+            }
+        }
+        // Borrow everything read-only, then bind and validate.
+        let guards: BTreeMap<&String, Vec<ReadGuard<'py>>> = prepared
+            .iter()
+            .map(|(name, pr)| {
+                let g = pr
+                    .arrays
+                    .iter()
+                    .map(|a| read(a, &format!("argument `{name}`")))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok((name, g))
+            })
+            .collect::<PyResult<_>>()?;
+        let views: BTreeMap<String, InputView<'_>> = guards
+            .iter()
+            .map(|(name, g)| {
+                let shape = &prepared[*name].shape;
+                let v = match g.as_slice() {
+                    [d] => InputView::Dense {
+                        shape,
+                        data: d.view(),
+                    },
+                    [ip, ind, vals] => InputView::Csr {
+                        shape: [shape[0], shape[1]],
+                        indptr: ip.view(),
+                        indices: ind.view(),
+                        values: vals.view(),
+                    },
+                    _ => unreachable!("one or three arrays per input"),
+                };
+                ((*name).clone(), v)
+            })
+            .collect();
+        let bound: BindingsView<'_> = bind_views(p, &views, params).map_err(|e| bind_error(&e))?;
+        // Outputs: the user's arrays or new ones, checked; allocated buffers: owned.
+        let mut out_arrays: BTreeMap<String, Bound<'py, PyAny>> = BTreeMap::new();
+        let mut allocs: BTreeMap<String, ArrayData> = BTreeMap::new();
+        for buf in p.buffers.iter().filter(|b| b.role != Role::Input) {
+            let len = buffer_len_view(p, &bound, &buf.name).map_err(|e| bind_error(&e))?;
+            if buf.role == Role::Alloc {
+                let total = len + buf.extra_storage as usize;
+                let data = ArrayData::try_zeros(buf.dtype, total).ok_or_else(|| {
+                    bind_error(&lacuna_stage1::BindError::TooLarge {
+                        buffer: buf.name.clone(),
+                    })
+                })?;
+                allocs.insert(buf.name.clone(), data);
+                continue;
+            }
+            let shape: Vec<usize> = match view_form(p, &buf.name) {
+                Some(ViewForm::Dense) => buf
+                    .axes
+                    .iter()
+                    .map(|a| match &p.axis(a).expect("verified").kind {
+                        AxisKind::DenseFixed { n } => {
+                            size_value(n, &bound.params).unwrap_or(0) as usize
+                        }
+                        _ => unreachable!("dense form"),
+                    })
+                    .collect(),
+                _ => vec![len],
+            };
+            let arr = match outs.get(&buf.name) {
+                Some(given) => {
+                    if !usable(given, buf.dtype)?
+                        || !given
+                            .getattr("flags")?
+                            .getattr("writeable")?
+                            .extract::<bool>()?
+                    {
+                        return Err(BindError::new_err(format!(
+                            "out `{}` must be a writeable, C-contiguous {} ndarray (it is written in place)",
+                            buf.name,
+                            numpy_name(buf.dtype)
+                        )));
+                    }
+                    let given_shape: Vec<usize> = given.getattr("shape")?.extract()?;
+                    if given_shape != shape {
+                        return Err(ShapeError::new_err(format!(
+                            "out `{}` has shape {given_shape:?}, the kernel writes {shape:?}",
+                            buf.name
+                        )));
+                    }
+                    given.clone()
+                }
+                None => {
+                    let kwargs = PyDict::new(py);
+                    kwargs.set_item("dtype", numpy_name(buf.dtype))?;
+                    np.call_method("zeros", (PyTuple::new(py, &shape)?,), Some(&kwargs))?
+                }
+            };
+            let n: usize = arr.getattr("size")?.extract()?;
+            check_length(p, &bound, &buf.name, "values", n).map_err(|e| bind_error(&e))?;
+            out_arrays.insert(buf.name.clone(), arr);
+        }
+        let mut out_guards: BTreeMap<String, WriteGuard<'py>> = BTreeMap::new();
+        for (name, arr) in &out_arrays {
+            out_guards.insert(name.clone(), write(arr, &format!("out `{name}`"))?);
+        }
+        let mut raw = RawBindings {
+            params: bound.params.clone(),
+            ..RawBindings::default()
+        };
+        let as_raw = |v: &ArrayView<'_>| RawArray {
+            ptr: v.as_ptr().cast_mut(),
+            len: v.len(),
+            dtype: v.dtype(),
+        };
+        for (name, v) in &bound.buffers {
+            raw.buffers.insert(name.clone(), as_raw(v));
+        }
+        for (axis, a) in &bound.axes {
+            if let Some(ip) = &a.indptr {
+                raw.indptr.insert(axis.clone(), as_raw(ip));
+            }
+            if let Some(ind) = &a.indices {
+                raw.indices.insert(axis.clone(), as_raw(ind));
+            }
+        }
+        for (name, g) in out_guards.iter_mut() {
+            raw.buffers.insert(name.clone(), g.zeroed_raw());
+        }
+        for (name, a) in allocs.iter_mut() {
+            raw.buffers.insert(
+                name.clone(),
+                RawArray {
+                    ptr: a.as_mut_ptr(),
+                    len: a.len(),
+                    dtype: a.dtype(),
+                },
+            );
+        }
+        let raw = SendRaw(raw);
+        let kernel: &CompiledKernel = kernel;
+        let ran = py.detach(move || {
+            let raw = raw;
+            // SAFETY: every input array was validated by `bind_views` against the parameters
+            // in `raw` (lengths, structure, element types), every output and allocated buffer
+            // has the length `check_length` accepted and is exclusively borrowed (NumPy
+            // readwrite borrows, owned `allocs`) until this call returns; inputs are borrowed
+            // read-only, so no written array overlaps another.
+            catch(|| unsafe { kernel.run_raw(&raw.0) })
+        });
+        drop(out_guards);
+        match ran {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(crate::errors::ExecutionError::new_err(e.to_string())),
+            Err(panic) => return Err(internal("run", panic)),
+        }
+        let result = PyDict::new(py);
+        for (name, arr) in out_arrays {
+            match view_form(p, &name) {
+                Some(ViewForm::Csr { axis, .. }) => {
+                    let (ip, ind) = structure
+                        .get(&axis)
+                        .expect("zero_copy_possible checked the axis is an input's")
+                        .clone();
+                    let buf = p.buffer(&name).expect("verified");
+                    let dims: Vec<usize> = buf
+                        .axes
+                        .iter()
+                        .map(|a| {
+                            size_value(
+                                p.axis(a).expect("verified").kind.coord_extent(),
+                                &bound.params,
+                            )
+                            .unwrap_or(0) as usize
+                        })
+                        .collect();
+                    let t = PyTuple::new(
+                        py,
+                        [
+                            "csr".into_pyobject(py)?.into_any(),
+                            PyTuple::new(py, &dims)?.into_any(),
+                            ip,
+                            ind,
+                            arr,
+                        ],
+                    )?;
+                    result.set_item(name, t)?;
+                }
+                _ => result.set_item(name, arr)?,
+            }
+        }
+        Ok(result)
+    }
+
+    fn run_owned<'py>(
+        &self,
+        py: Python<'py>,
+        np: &Bound<'py, PyModule>,
+        args: &BTreeMap<String, Arg<'py>>,
+        params: &BTreeMap<String, i64>,
+        outs: &BTreeMap<String, Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let inputs: BTreeMap<String, Input> = args
+            .iter()
+            .map(|(name, a)| Ok((name.clone(), owned_input(np, name, a)?)))
+            .collect::<PyResult<_>>()?;
+        let p = &self.program;
+        let target = self.target;
+        let inner = &self.inner;
+        let params = params.clone();
+        let ran = py.detach(move || {
+            catch(
+                move || -> Result<BTreeMap<String, Output>, lacuna::driver::DriverError> {
+                    match inner {
+                        Inner::Standard { exe, conversions } => {
+                            let given = convert_inputs(conversions, &inputs)?;
+                            let mut b: Bindings = bind_with(p, &inputs, &params, given)?;
+                            reset_outputs(p, &mut b);
+                            exe.run(p, &mut b)?;
+                            let mut outputs = BTreeMap::new();
+                            for buf in p.buffers.iter().filter(|x| x.role == Role::Output) {
+                                outputs.insert(buf.name.clone(), unpack(p, &b, &buf.name)?);
+                            }
+                            Ok(outputs)
+                        }
+                        Inner::Coiter {
+                            kernel: k,
+                            compiled,
+                        } => {
+                            let mut b = k.bind(&inputs, &params)?;
+                            let out = match (compiled, target) {
+                                (_, Target::InterpStage1) => k.reference(&b, &inputs)?,
+                                (Some(pair), _) => {
+                                    let (count, compute) = &**pair;
+                                    k.run(&mut b, &mut |pass, _, b| {
+                                        let kernel = match pass {
+                                            Pass::Count => count.as_ref().ok_or("no count pass")?,
+                                            Pass::Compute => compute,
+                                        };
+                                        kernel.run(b).map_err(|e| e.to_string())
+                                    })?;
+                                    k.output(&b)?
+                                }
+                                (None, _) => {
+                                    k.run(&mut b, &mut |_, f, b| {
+                                        lacuna_stage2::interpret_func(f, b)
+                                            .map_err(|e| e.to_string())
+                                    })?;
+                                    k.output(&b)?
+                                }
+                            };
+                            Ok(BTreeMap::from([(k.assignment.output().name.clone(), out)]))
+                        }
+                    }
+                },
+            )
+        });
+        let outputs = match ran {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => return Err(driver_error(&e)),
+            Err(panic) => return Err(internal("run", panic)),
+        };
+        let result = PyDict::new(py);
+        for (name, o) in outputs {
+            match o {
+                Output::Dense(d) => {
+                    let arr = to_numpy(py, &d.data, &d.shape)?;
+                    match outs.get(&name) {
+                        Some(given) => {
+                            let given_shape: Vec<usize> = given.getattr("shape")?.extract()?;
+                            if given_shape != d.shape {
+                                return Err(ShapeError::new_err(format!(
+                                    "out `{name}` has shape {given_shape:?}, the kernel writes {:?}",
+                                    d.shape
+                                )));
+                            }
+                            np.call_method1("copyto", (given, &arr))?;
+                            result.set_item(name, given)?;
+                        }
+                        None => result.set_item(name, arr)?,
+                    }
+                }
+                Output::Coo(c) => {
+                    if outs.contains_key(&name) {
+                        return Err(BindError::new_err(format!(
+                            "out `{name}`: a sparse result is returned, not written into an array"
+                        )));
+                    }
+                    let coords = PyList::empty(py);
+                    for dim in &c.coords {
+                        coords.append(numpy::PyArray1::from_iter(
+                            py,
+                            dim.iter().map(|&x| x as i64),
+                        ))?;
+                    }
+                    let values = to_numpy(py, &c.values, &[c.values.len()])?;
+                    let t = PyTuple::new(
+                        py,
+                        [
+                            "coo".into_pyobject(py)?.into_any(),
+                            PyTuple::new(py, &c.shape)?.into_any(),
+                            coords.into_any(),
+                            values,
+                        ],
+                    )?;
+                    result.set_item(name, t)?;
+                }
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Raw pointers moved into the GIL-free closure; see the safety comment at the call.
+struct SendRaw(RawBindings);
+// SAFETY: the pointed-to arrays stay borrowed (and alive) by the calling thread until the
+// closure returns; the kernel only reads inputs and writes its own exclusive outputs.
+unsafe impl Send for SendRaw {}
