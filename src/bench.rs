@@ -131,7 +131,8 @@ pub struct BenchArgs {
     #[arg(long = "format", value_name = "ENCODING")]
     pub formats: Vec<String>,
     /// A schedule file (RON) to apply, `none`, or `builtin` (the schedule `lacuna run` uses
-    /// without one: rows in parallel, balanced by nnz). Repeatable; default builtin. A schedule
+    /// without one, chosen from each matrix's statistics: rows in parallel balanced by nnz on
+    /// large inputs, SpMM register blocking, SDDMM vector lanes). Repeatable; default builtin. A schedule
     /// file runs only with the kernel it names.
     #[arg(long = "schedule", value_name = "FILE|none")]
     pub schedules: Vec<String>,
@@ -438,11 +439,14 @@ pub struct Compiled {
 const BUILTIN: &str = "<builtin>";
 
 /// Loads a kernel by name (`spmv`, `spmm`, `sddmm`) with its sparse operand stored in `format`
-/// (`csr`: the kernels over sparse axes), applies `schedule` and JIT-compiles it.
+/// (`csr`: the kernels over sparse axes), applies `schedule` and JIT-compiles it. The built-in
+/// schedule (`--schedule builtin`) is `lacuna run`'s for data with `data`'s stored entries and
+/// feature width when given (see [`driver::builtin_schedule`]), rows in parallel otherwise.
 pub fn compile_kernel(
     kernel: &str,
     format: &str,
     schedule: Option<&ScheduleFile>,
+    data: Option<(usize, Option<usize>)>,
 ) -> Result<Compiled, BenchError> {
     let def = kernel_def(kernel)?;
     let p = if format == "csr" {
@@ -465,7 +469,10 @@ pub fn compile_kernel(
     };
     let t = Instant::now();
     let builtin = match schedule {
-        Some(s) if s.kernel == BUILTIN => driver::parallel_rows_schedule(&p),
+        Some(s) if s.kernel == BUILTIN => match data {
+            Some((nnz, k)) => driver::builtin_schedule(&p, nnz, k),
+            None => driver::parallel_rows_schedule(&p),
+        },
         _ => None,
     };
     let schedule = match schedule {
@@ -689,8 +696,16 @@ pub fn run_bench(
                     }
                 }
                 let what = format!("{} (format {format}, schedule {sched_name})", def.name);
-                let compiled = compile_kernel(def.name, format, sched.as_ref())
-                    .map_err(|e| in_config(&what, e))?;
+                // The built-in schedule depends on the data: compiled per matrix and width.
+                let builtin = sched.as_ref().is_some_and(|f| f.kernel == BUILTIN);
+                let shared = if builtin {
+                    None
+                } else {
+                    Some(
+                        compile_kernel(def.name, format, sched.as_ref(), None)
+                            .map_err(|e| in_config(&what, e))?,
+                    )
+                };
                 let ks: Vec<Option<usize>> = if def.uses_k {
                     args.ks.iter().copied().map(Some).collect()
                 } else {
@@ -699,6 +714,16 @@ pub fn run_bench(
                 for m in &matrices {
                     for &k in &ks {
                         let what = format!("{what} on {}", m.name);
+                        let own;
+                        let compiled = match &shared {
+                            Some(c) => c,
+                            None => {
+                                let data = (m.coo.nnz(), k.filter(|_| def.name == "spmm"));
+                                own = compile_kernel(def.name, format, sched.as_ref(), Some(data))
+                                    .map_err(|e| in_config(&what, e))?;
+                                &own
+                            }
+                        };
                         let mut prep = compiled
                             .prepare(m, k.unwrap_or(1), args.seed)
                             .map_err(|e| in_config(&what, e))?;

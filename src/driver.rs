@@ -514,7 +514,6 @@ pub const PARALLEL_MIN_NNZ: usize = 20_000;
 /// (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes reassociate
 /// the sum: results may differ from the serial order in the last bits.
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
-    use lacuna_schedule::Instruction as I;
     let nnz: usize = inputs
         .values()
         .map(|i| match i {
@@ -522,13 +521,24 @@ pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option
             Input::Dense(_) => 0,
         })
         .sum();
+    let k = match inputs.get("B") {
+        Some(Input::Dense(d)) if d.shape.len() == 2 => Some(d.shape[1]),
+        _ => None,
+    };
+    builtin_schedule(p, nnz, k)
+}
+
+/// [`default_schedule`] from the statistics it reads: the stored entries of the sparse inputs
+/// and SpMM's feature width (the second extent of `B`).
+pub fn builtin_schedule(
+    p: &Program,
+    nnz: usize,
+    spmm_width: Option<usize>,
+) -> Option<ScheduleFile> {
+    use lacuna_schedule::Instruction as I;
     let mut trace = Vec::new();
     if p.name == "spmm" && p.params.iter().any(|x| x == "feat") {
-        let k = match inputs.get("B") {
-            Some(Input::Dense(d)) if d.shape.len() == 2 => Some(d.shape[1]),
-            _ => None,
-        };
-        if let Some(k) = k.filter(|k| k % 16 == 0 && (16..=64).contains(k)) {
+        if let Some(k) = spmm_width.filter(|k| k % 16 == 0 && (16..=64).contains(k)) {
             trace.extend([
                 I::Specialize {
                     param: "feat".into(),

@@ -59,6 +59,12 @@ create_exception!(
 );
 create_exception!(
     lacuna,
+    TuneError,
+    LacunaError,
+    "The tuner cannot run: bad options, a kernel with nothing to tune, or no record to apply."
+);
+create_exception!(
+    lacuna,
     DataFileError,
     LacunaError,
     "A data or kernel file cannot be read or written."

@@ -12,6 +12,7 @@ pub mod errors;
 pub mod formats;
 pub mod kernel;
 pub mod run;
+pub mod tune;
 
 use pyo3::prelude::*;
 
@@ -28,6 +29,8 @@ fn _lacuna(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(formats::from_dense, m)?)?;
     m.add_function(wrap_pyfunction!(formats::assemble, m)?)?;
     m.add_function(wrap_pyfunction!(formats::storage_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(tune::tune, m)?)?;
+    m.add_function(wrap_pyfunction!(tune::tune_worker, m)?)?;
     m.add("LacunaError", py.get_type::<errors::LacunaError>())?;
     m.add("KernelError", py.get_type::<errors::KernelError>())?;
     m.add("ScheduleError", py.get_type::<errors::ScheduleError>())?;
@@ -37,6 +40,7 @@ fn _lacuna(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CompileError", py.get_type::<errors::CompileError>())?;
     m.add("ExecutionError", py.get_type::<errors::ExecutionError>())?;
     m.add("DataFileError", py.get_type::<errors::DataFileError>())?;
+    m.add("TuneError", py.get_type::<errors::TuneError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -36,6 +36,7 @@ from ._lacuna import (
     ScheduleError,
     ShapeError,
     SparseTensor,
+    TuneError,
     __version__,
 )
 
@@ -54,10 +55,12 @@ __all__ = [
     "ScheduleError",
     "ShapeError",
     "SparseTensor",
+    "TuneError",
     "assemble",
     "build",
     "convert",
     "disassemble",
+    "tune",
     "lower",
     "script",
     "storage_layout",
@@ -389,6 +392,97 @@ def storage_layout(encoding: str) -> list[str]:
     """The names of the index buffers an encoding stores, in order (``pos[1]``, ``crd[1]``,
     ...); the values come after them."""
     return _lacuna.storage_layout(encoding)
+
+
+
+def tune(
+    kernel: Kernel | str | os.PathLike,
+    inputs: Mapping[str, Any],
+    *,
+    db: str | os.PathLike,
+    budget: float = 60.0,
+    strategy: str | None = None,
+    trials: int | None = None,
+    threads: int | None = None,
+    resume: bool = False,
+    report: str | os.PathLike | None = None,
+    amortize: float | None = None,
+    params: Mapping[str, int] | None = None,
+    seed: int = 0,
+    timeout: float = 30.0,
+    min_seconds: float = 0.05,
+    warm_start: bool = True,
+    progress: bool = True,
+) -> dict:
+    """Searches schedules and format decompositions for ``kernel`` on ``inputs``, as
+    ``lacuna tune`` does, and returns its summary (a dict: ``best`` with the decisions, the
+    time, the speedup over the built-in schedule and the schedule as RON text, ``trials``,
+    ``failed``, ``trials_to_95_percent``, ...).
+
+    ``inputs`` maps buffer names to NumPy arrays, SciPy sparse matrices or file paths
+    (``.mtx``, ``.tns``, ``.npy``). In-memory arguments are written to temporary files for the
+    measurement workers, which run as separate processes (``python -m lacuna._tune_worker``):
+    a candidate that crashes or hangs is recorded as failed and the search goes on. Every
+    measurement is appended to the records database ``db`` (JSON Lines), shared with the
+    command line: ``lacuna run KERNEL --tuned DB`` and ``lacuna tune apply-best`` use it, and
+    ``resume=True`` continues the last run of this kernel and data. ``strategy`` is
+    ``"exhaustive"``, ``"random"`` or ``"evolutionary"`` (default: exhaustive for small spaces).
+    A progress bar is drawn on stderr when it is a terminal and ``progress`` is true.
+
+    Raises ``TuneError`` for bad options, ``KernelError``/``BindError``/``DataFileError`` for
+    a bad kernel or inputs, ``ExecutionError`` when the workers cannot run at all.
+    """
+    import json
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="lacuna-tune-") as tmp:
+        if isinstance(kernel, Kernel):
+            kpath = os.path.join(tmp, "kernel.ron")
+            with open(kpath, "w") as f:
+                f.write(kernel.to_ron())
+        else:
+            kpath = os.fspath(kernel)
+        files = []
+        for name, x in inputs.items():
+            if isinstance(x, (str, os.PathLike)):
+                files.append((name, os.fspath(x)))
+                continue
+            if isinstance(x, SparseTensor):
+                x = _argument(name, x, True)
+                import scipy.sparse as sp
+
+                _, shape, indptr, indices, data = x
+                x = sp.csr_matrix((data, indices, indptr), shape=shape)
+            if _is_sparse(x):
+                import scipy.io
+
+                path = os.path.join(tmp, f"{name}.mtx")
+                scipy.io.mmwrite(path, x.tocoo(), symmetry="general", precision=17)
+            else:
+                path = os.path.join(tmp, f"{name}.npy")
+                np.save(path, np.ascontiguousarray(np.asarray(x)))
+            files.append((name, path))
+        out = _lacuna.tune(
+            kpath,
+            files,
+            os.fspath(db),
+            [sys.executable, "-m", "lacuna._tune_worker"],
+            budget=float(budget),
+            strategy=strategy,
+            trials=trials,
+            threads=threads,
+            resume=resume,
+            report=None if report is None else os.fspath(report),
+            amortize=amortize,
+            params=None if params is None else {k: int(v) for k, v in params.items()},
+            seed=seed,
+            timeout=float(timeout),
+            min_seconds=float(min_seconds),
+            warm_start=warm_start,
+            progress=progress,
+        )
+    return json.loads(out)
 
 
 from . import script  # noqa: E402  (the builder uses Kernel)
