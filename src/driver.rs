@@ -659,7 +659,7 @@ pub fn run_coiteration(
     target: Target,
     repeat: usize,
 ) -> Result<RunReport, DriverError> {
-    use lacuna_stage2::coiter::{CoKernel, Pass};
+    use lacuna_stage2::coiter::CoKernel;
     if let Target::Cuda(_) = target {
         return Err(DriverError::Coiter(
             lacuna_stage2::coiter::CoiterError::Unsupported {
@@ -687,25 +687,7 @@ pub fn run_coiteration(
     for _ in 0..repeat.max(1) {
         b = fresh.clone();
         let t = Instant::now();
-        let out = match (&compiled, target) {
-            (_, Target::InterpStage1) => k.reference(&b, inputs)?,
-            (Some((count, compute)), _) => {
-                k.run(&mut b, &mut |pass, _, b| {
-                    let kernel = match pass {
-                        Pass::Count => count.as_ref().ok_or("no count pass")?,
-                        Pass::Compute => compute,
-                    };
-                    kernel.run(b).map_err(|e| e.to_string())
-                })?;
-                k.output(&b)?
-            }
-            (None, _) => {
-                k.run(&mut b, &mut |_, f, b| {
-                    interpret_func(f, b).map_err(|e| e.to_string())
-                })?;
-                k.output(&b)?
-            }
-        };
+        let out = coiteration_once(&k, compiled.as_ref(), target, &mut b, inputs)?;
         run_seconds.push(t.elapsed().as_secs_f64());
         result = Some(out);
     }
@@ -720,6 +702,38 @@ pub fn run_coiteration(
         run_seconds,
         outputs,
         params: b.params,
+    })
+}
+
+/// One run of a co-iteration kernel bound in `b` (see [`CoKernel::bind`]): the compiled count
+/// and compute passes when given, the stage-II interpreter otherwise, or the point-by-point
+/// reference for [`Target::InterpStage1`]; returns the result.
+pub fn coiteration_once(
+    k: &lacuna_stage2::coiter::CoKernel,
+    compiled: Option<&(Option<CompiledKernel>, CompiledKernel)>,
+    target: Target,
+    b: &mut Bindings,
+    inputs: &BTreeMap<String, Input>,
+) -> Result<Output, DriverError> {
+    use lacuna_stage2::coiter::Pass;
+    Ok(match (compiled, target) {
+        (_, Target::InterpStage1) => k.reference(b, inputs)?,
+        (Some((count, compute)), _) => {
+            k.run(b, &mut |pass, _, b| {
+                let kernel = match pass {
+                    Pass::Count => count.as_ref().ok_or("no count pass")?,
+                    Pass::Compute => compute,
+                };
+                kernel.run(b).map_err(|e| e.to_string())
+            })?;
+            k.output(b)?
+        }
+        (None, _) => {
+            k.run(b, &mut |_, f, b| {
+                interpret_func(f, b).map_err(|e| e.to_string())
+            })?;
+            k.output(b)?
+        }
     })
 }
 

@@ -18,7 +18,7 @@ use lacuna_stage1::{
     bind_views, bind_with, buffer_len_view, check_length, size_value, unpack, view_form, AxisKind,
     Bindings, BindingsView, Input, InputView, Output, Program, Role, ViewForm,
 };
-use lacuna_stage2::coiter::{CoKernel, Pass};
+use lacuna_stage2::coiter::CoKernel;
 use lacuna_target::{compile, CodegenOptions, CompiledKernel, RawArray, RawBindings};
 use numpy::{
     PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArray,
@@ -845,27 +845,13 @@ impl PyExecutable {
                             compiled,
                         } => {
                             let mut b = k.bind(&inputs, &params)?;
-                            let out = match (compiled, target) {
-                                (_, Target::InterpStage1) => k.reference(&b, &inputs)?,
-                                (Some(pair), _) => {
-                                    let (count, compute) = &**pair;
-                                    k.run(&mut b, &mut |pass, _, b| {
-                                        let kernel = match pass {
-                                            Pass::Count => count.as_ref().ok_or("no count pass")?,
-                                            Pass::Compute => compute,
-                                        };
-                                        kernel.run(b).map_err(|e| e.to_string())
-                                    })?;
-                                    k.output(&b)?
-                                }
-                                (None, _) => {
-                                    k.run(&mut b, &mut |_, f, b| {
-                                        lacuna_stage2::interpret_func(f, b)
-                                            .map_err(|e| e.to_string())
-                                    })?;
-                                    k.output(&b)?
-                                }
-                            };
+                            let out = lacuna::driver::coiteration_once(
+                                k,
+                                compiled.as_deref(),
+                                target,
+                                &mut b,
+                                &inputs,
+                            )?;
                             Ok(BTreeMap::from([(k.assignment.output().name.clone(), out)]))
                         }
                     }

@@ -177,6 +177,22 @@ impl CompiledKernel {
         &self.ir
     }
 
+    /// The values of the kernel's parameters, in its argument order.
+    fn param_values(
+        &self,
+        given: &std::collections::BTreeMap<String, i64>,
+    ) -> Result<Vec<i64>, RuntimeError> {
+        self.params
+            .iter()
+            .map(|p| {
+                given
+                    .get(p)
+                    .copied()
+                    .ok_or_else(|| RuntimeError::MissingParam { param: p.clone() })
+            })
+            .collect()
+    }
+
     /// Runs the kernel on `b`, updating written buffers in place.
     ///
     /// Every buffer and parameter of the function must be bound with its declared element type
@@ -184,16 +200,7 @@ impl CompiledKernel {
     /// bounds checks: the structure arrays must be consistent with the parameters, as
     /// guaranteed for bindings produced by `lacuna_stage1::bind`.
     pub fn run(&self, b: &mut Bindings) -> Result<(), RuntimeError> {
-        let params = self
-            .params
-            .iter()
-            .map(|p| {
-                b.params
-                    .get(p)
-                    .copied()
-                    .ok_or_else(|| RuntimeError::MissingParam { param: p.clone() })
-            })
-            .collect::<Result<Vec<i64>, _>>()?;
+        let params = self.param_values(&b.params)?;
         let mut ptrs: Vec<*mut u8> = Vec::with_capacity(self.slots.len());
         for s in &self.slots {
             let data = match &s.kind {
@@ -320,16 +327,7 @@ impl CompiledKernel {
     /// - no array the kernel writes overlaps another array, and nothing else reads or writes
     ///   them during the call.
     pub unsafe fn run_raw(&self, b: &RawBindings) -> Result<(), RuntimeError> {
-        let params = self
-            .params
-            .iter()
-            .map(|p| {
-                b.params
-                    .get(p)
-                    .copied()
-                    .ok_or_else(|| RuntimeError::MissingParam { param: p.clone() })
-            })
-            .collect::<Result<Vec<i64>, _>>()?;
+        let params = self.param_values(&b.params)?;
         let mut ptrs: Vec<*mut u8> = Vec::with_capacity(self.slots.len());
         for s in &self.slots {
             let data = match &s.kind {
