@@ -309,7 +309,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             arg(body_fn, k)?.into_int_value(),
             arg(body_fn, k + 1)?.into_int_value(),
         );
-        inner.for_loop(var, blo, bhi, ForKind::Serial, body)?;
+        inner.for_loop(var, blo, bhi, ForKind::Serial, false, body)?;
         inner.builder.build_return(None)?;
         // The chunk function the runtime calls.
         let fn_ty = ctx
