@@ -9,6 +9,8 @@ Inputs:
   --anchors-json FILE     results/<tag>.json of ../shared/bench/anchors/anchors.py ("rows":
                           kernel, matrix, K (null for spmv), lib, threads, t_min_s, nnz)
   --anchors-text FILE     anchors.py's standard output, read when the JSON file is missing
+  --machine FILE          anchors.py's results/machine.json (STREAM triad per thread count):
+                          adds SpMV's effective bandwidth as a share of STREAM triad
   --mlir FILE             lines of ../shared/bench/mlir/run_mlir.sh ("mlir kernel=.. matrix=..
                           K=.. min_s=.."); MLIR's sparsifier runs on one thread
 
@@ -22,12 +24,18 @@ import os
 import sys
 from collections import defaultdict
 
-KERNEL_ORDER = {"spmv": 0, "spmm": 1, "sddmm": 2}
+KERNEL_ORDER = {"spmv": 0, "spmm": 1, "sddmm": 2, "spadd": 3}
+# Kernels without a feature width.
+NO_K = {"spmv", "spadd"}
+# anchors.py calls sparse add `add`; Lacuna and run_mlir.sh call it `spadd`.
+ALIASES = {"add": "spadd"}
 
 
 def key(kernel, matrix, k, threads):
-    # spmv has no feature width: None everywhere (anchors: null, lacuna: null, mlir: "-")
-    return (kernel, matrix, None if kernel == "spmv" else int(k), int(threads))
+    # spmv and spadd have no feature width: None everywhere (anchors: null, lacuna: null,
+    # mlir: "-")
+    kernel = ALIASES.get(kernel, kernel)
+    return (kernel, matrix, None if kernel in NO_K else int(k), int(threads))
 
 
 def read_lacuna(path):
@@ -45,7 +53,7 @@ def read_lacuna(path):
                 sys.exit(f"{path}:{i}: not a lacuna bench record: {e}")
             cfg = f"{r.get('format', 'csr')}/{r.get('schedule', 'none')}"
             if kk not in best or t < best[kk][0]:
-                best[kk] = (t, cfg, int(r.get("threads_used", r["threads"])))
+                best[kk] = (t, cfg, int(r.get("threads_used", r["threads"])), r.get("gbps"))
             nnz[r["matrix"]] = r["nnz"]
     return best, nnz
 
@@ -55,7 +63,7 @@ def read_anchors_json(path):
         rows = json.load(f)["rows"]
     out = []
     for r in rows:
-        if r["kernel"] not in KERNEL_ORDER:
+        if ALIASES.get(r["kernel"], r["kernel"]) not in KERNEL_ORDER:
             continue
         out.append((key(r["kernel"], r["matrix"], r["K"], r["threads"]), r["lib"], float(r["t_min_s"]),
                     r.get("nnz")))
@@ -69,12 +77,12 @@ def read_anchors_text(path):
     with open(path) as f:
         for line in f:
             t = line.split()
-            if not t or t[0] not in KERNEL_ORDER:
+            if not t or ALIASES.get(t[0], t[0]) not in KERNEL_ORDER:
                 continue
-            kernel, matrix = t[0], t[1]
+            kernel, matrix = ALIASES.get(t[0], t[0]), t[1]
             rest = t[2:]
             k = None
-            if kernel != "spmv":
+            if kernel not in NO_K:
                 k, rest = int(rest[0]), rest[1:]
             lib, threads, min_ms = rest[0], int(rest[1]), float(rest[2])
             out.append((key(kernel, matrix, k, threads), lib, min_ms / 1e3, None))
@@ -89,7 +97,7 @@ def read_mlir(path):
                 continue
             kv = dict(tok.split("=", 1) for tok in line.split()[1:] if "=" in tok)
             matrix = os.path.splitext(kv["matrix"])[0]
-            k = None if kv["kernel"] == "spmv" else int(kv["K"])
+            k = None if kv["kernel"] in NO_K else int(kv["K"])
             out.append((key(kv["kernel"], matrix, k, 1), "mlir", float(kv["min_s"]), int(kv["nnz"])))
     return out
 
@@ -109,7 +117,14 @@ def main():
     ap.add_argument("--anchors-json")
     ap.add_argument("--anchors-text")
     ap.add_argument("--mlir")
+    ap.add_argument("--machine")
     a = ap.parse_args()
+    triad = {}
+    if a.machine and os.path.exists(a.machine):
+        with open(a.machine) as f:
+            for t, v in json.load(f).get("stream", {}).items():
+                if isinstance(v, dict) and v.get("triad"):
+                    triad[int(t)] = float(v["triad"])
 
     lacuna, lacuna_nnz = read_lacuna(a.lacuna)
     refs = []
@@ -133,7 +148,7 @@ def main():
     missing = 0
     for kk in sorted(lacuna, key=lambda k: (KERNEL_ORDER.get(k[0], 9), k[2] or 0, k[1], k[3])):
         kernel, matrix, k, threads = kk
-        t, _cfg, used = lacuna[kk]
+        t, _cfg, used, _gbps = lacuna[kk]
         if used < threads:
             serial_note = True
         cands = by_key.get(kk, [])
@@ -162,6 +177,18 @@ def main():
     for threads in sorted({g[2] for g in groups}):
         allr = [r for g, rs in groups.items() if g[2] == threads for r in rs]
         print(f"| all | | {threads} | {len(allr)} | **{geomean(allr):.2f}** | |")
+    if triad and any(k[0] == "spmv" for k in lacuna):
+        print()
+        print("SpMV's effective bandwidth (minimal traffic: indptr, indices, values, x and y once) "
+              "as a share of STREAM triad at the same thread count:")
+        print()
+        print("| matrix | T | Lacuna GB/s | STREAM triad GB/s | share |")
+        print("|---|---:|---:|---:|---:|")
+        for kk in sorted(k for k in lacuna if k[0] == "spmv"):
+            _t, _cfg, _used, gbps = lacuna[kk]
+            bw = triad.get(kk[3])
+            if gbps and bw:
+                print(f"| {kk[1]} | {kk[3]} | {gbps:.1f} | {bw:.1f} | {gbps / bw * 100:.0f}% |")
     print()
     print("Ratios are Lacuna's fastest run over the fastest reference's at the same thread count; "
           "below 1 means Lacuna is faster.")
