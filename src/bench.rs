@@ -446,7 +446,7 @@ pub fn compile_kernel(
     kernel: &str,
     format: &str,
     schedule: Option<&ScheduleFile>,
-    data: Option<(usize, Option<usize>)>,
+    data: Option<driver::DataStats>,
 ) -> Result<Compiled, BenchError> {
     let def = kernel_def(kernel)?;
     let p = if format == "csr" {
@@ -470,7 +470,7 @@ pub fn compile_kernel(
     let t = Instant::now();
     let builtin = match schedule {
         Some(s) if s.kernel == BUILTIN => match data {
-            Some((nnz, k)) => driver::builtin_schedule(&p, nnz, k),
+            Some(stats) => driver::builtin_schedule(&p, &stats),
             None => driver::parallel_rows_schedule(&p),
         },
         _ => None,
@@ -718,7 +718,11 @@ pub fn run_bench(
                         let compiled = match &shared {
                             Some(c) => c,
                             None => {
-                                let data = (m.coo.nnz(), k.filter(|_| def.name == "spmm"));
+                                let data = driver::DataStats {
+                                    nnz: m.coo.nnz(),
+                                    rows: m.rows(),
+                                    feat: k.filter(|_| def.name == "spmm"),
+                                };
                                 own = compile_kernel(def.name, format, sched.as_ref(), Some(data))
                                     .map_err(|e| in_config(&what, e))?;
                                 &own

@@ -502,43 +502,94 @@ pub fn run_kernel(
 /// parallel-for's fixed cost (some microseconds) outweighs what a second worker saves.
 pub const PARALLEL_MIN_NNZ: usize = 20_000;
 
+/// The statistics of a kernel's data that the built-in schedule reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DataStats {
+    /// Stored entries of the sparse inputs, added up.
+    pub nnz: usize,
+    /// Rows of the sparse input with the most stored entries (0 when there is none).
+    pub rows: usize,
+    /// SpMM's feature width (the second extent of `B`).
+    pub feat: Option<usize>,
+}
+
+impl DataStats {
+    /// The statistics of a kernel's inputs.
+    pub fn of(inputs: &BTreeMap<String, Input>) -> DataStats {
+        let nnz = inputs
+            .values()
+            .map(|i| match i {
+                Input::Coo(c) => c.nnz(),
+                Input::Dense(_) => 0,
+            })
+            .sum();
+        let rows = inputs
+            .values()
+            .filter_map(|i| match i {
+                Input::Coo(c) => Some((c.nnz(), c.shape.first().copied().unwrap_or(0))),
+                Input::Dense(_) => None,
+            })
+            .max()
+            .map_or(0, |(_, rows)| rows);
+        let feat = match inputs.get("B") {
+            Some(Input::Dense(d)) if d.shape.len() == 2 => Some(d.shape[1]),
+            _ => None,
+        };
+        DataStats { nnz, rows, feat }
+    }
+
+    /// Mean stored entries per row (0 without rows).
+    pub fn mean_row(&self) -> f64 {
+        if self.rows == 0 {
+            0.0
+        } else {
+            self.nnz as f64 / self.rows as f64
+        }
+    }
+}
+
+/// Mean stored entries per row from which SpMV's built-in schedule runs each row's sum as
+/// vector lanes (gathers of `x`, reassociated): 1.74× faster on bcsstk16 (59 per row), about
+/// even on cage10 (14), 1.2× slower on cit-HepPh (12) and 4elt (6), one thread, measured side
+/// by side.
+pub const SPMV_VECTOR_MIN_ROW: f64 = 32.0;
+
 /// The built-in schedule for a kernel run without one, chosen from its inputs' statistics: the
 /// outermost loop of its sparse iteration in parallel (balanced by stored entries) when the
 /// sparse inputs hold at least [`PARALLEL_MIN_NNZ`] entries and the loop's iterations are
 /// independent; `None` otherwise.
 ///
-/// SpMM (`examples/spmm.ron`) with a feature width that is a multiple of 16 up to 64 also gets
-/// register blocking: the width specialized, the feature loop split by 16 with the outer part
-/// moved out of the row's entries and the inner part unrolled, so that 16 accumulators stay in
-/// registers across the row (measured 1.8× faster at k = 32 on cage10, one thread). SDDMM
-/// (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes reassociate
-/// the sum: results may differ from the serial order in the last bits.
+/// Kernel-specific parts, each kept only when the whole schedule applies:
+/// - SpMM (`examples/spmm.ron`) with a feature width that is a multiple of 16 up to 64:
+///   register blocking — the width specialized, the feature loop split by 16 with the outer
+///   part moved out of the row's entries and the inner part unrolled, so that 16 accumulators
+///   stay in registers across the row (measured 1.8× faster at k = 32 on cage10, one thread).
+///   Wider multiples of 32 (k = 96 .. 512) split by 32 and run the inner part as vector lanes
+///   (four 8-lane registers of accumulators per pass over the row).
+/// - SDDMM (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes
+///   reassociate the sum: results may differ from the serial order in the last bits.
+/// - SpMV (`examples/spmv.ron`) with at least [`SPMV_VECTOR_MIN_ROW`] entries per row on
+///   average vectorizes each row's sum (reassociated likewise).
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
-    let nnz: usize = inputs
-        .values()
-        .map(|i| match i {
-            Input::Coo(c) => c.nnz(),
-            Input::Dense(_) => 0,
-        })
-        .sum();
-    let k = match inputs.get("B") {
-        Some(Input::Dense(d)) if d.shape.len() == 2 => Some(d.shape[1]),
-        _ => None,
-    };
-    builtin_schedule(p, nnz, k)
+    builtin_schedule(p, &DataStats::of(inputs))
 }
 
-/// [`default_schedule`] from the statistics it reads: the stored entries of the sparse inputs
-/// and SpMM's feature width (the second extent of `B`).
-pub fn builtin_schedule(
-    p: &Program,
-    nnz: usize,
-    spmm_width: Option<usize>,
-) -> Option<ScheduleFile> {
+/// [`default_schedule`] from the statistics it reads.
+pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
     use lacuna_schedule::Instruction as I;
+    let nnz = data.nnz;
     let mut trace = Vec::new();
     if p.name == "spmm" && p.params.iter().any(|x| x == "feat") {
-        if let Some(k) = spmm_width.filter(|k| k % 16 == 0 && (16..=64).contains(k)) {
+        let blocking = data.feat.and_then(|k| {
+            if k % 16 == 0 && (16..=64).contains(&k) {
+                Some((k, 16, false))
+            } else if k % 32 == 0 && (96..=512).contains(&k) {
+                Some((k, 32, true))
+            } else {
+                None
+            }
+        });
+        if let Some((k, chunk, vector)) = blocking {
             trace.extend([
                 I::Specialize {
                     param: "feat".into(),
@@ -546,13 +597,19 @@ pub fn builtin_schedule(
                 },
                 I::Split {
                     r#loop: "spmm:k".into(),
-                    factors: vec![None, Some(16)],
+                    factors: vec![None, Some(chunk)],
                 },
                 I::Reorder {
                     loops: vec!["k.0".into(), "j".into()],
                 },
-                I::Unroll {
-                    r#loop: "k.1".into(),
+                if vector {
+                    I::Vectorize {
+                        r#loop: "k.1".into(),
+                    }
+                } else {
+                    I::Unroll {
+                        r#loop: "k.1".into(),
+                    }
                 },
             ]);
         }
@@ -562,6 +619,11 @@ pub fn builtin_schedule(
         // cage10, one thread).
         trace.push(I::Vectorize {
             r#loop: "sddmm:k".into(),
+        });
+    }
+    if p.name == "spmv" && data.mean_row() >= SPMV_VECTOR_MIN_ROW {
+        trace.push(I::Vectorize {
+            r#loop: "spmv:j".into(),
         });
     }
     if nnz >= PARALLEL_MIN_NNZ {

@@ -140,8 +140,9 @@ fn parallel_loops_are_compiled_to_the_runtime_and_balanced_by_nnz() {
     assert!(!serial.has_parallel_loops());
 }
 
-/// The built-in schedules (register-blocked SpMM at k = 16..64, rows in parallel from 20 000
-/// entries) give the unscheduled kernel's results.
+/// The built-in schedules (register-blocked SpMM at k = 16..64, vector-blocked SpMM at
+/// k = 96..512, vectorized SpMV rows on long rows, rows in parallel from 20 000 entries) give
+/// the unscheduled kernel's results.
 #[test]
 fn built_in_schedules_keep_results() {
     use lacuna::driver::{default_schedule, run_kernel, run_kernel_scheduled};
@@ -158,13 +159,37 @@ fn built_in_schedules_keep_results() {
     e.dedup_by_key(|x| (x.0, x.1));
     assert!(e.len() >= lacuna::driver::PARALLEL_MIN_NNZ);
     let a = Input::Coo(coo(m, n, &e));
-    for (kernel, inputs) in [
+    // Long rows (33..=80 entries, 56 on average, one empty row): SpMV's rows become vector lanes.
+    let (lm, ln) = (700, 1500);
+    let mut long = Vec::new();
+    for i in 0..lm {
+        let len = if i == 3 { 0 } else { 33 + (i * 7) % 48 };
+        for t in 0..len {
+            long.push((i, (i * 13 + t * 29) % ln, ((i * 3 + t) % 13) as f64 / 4.0 - 1.5));
+        }
+    }
+    long.sort_by_key(|x| (x.0, x.1));
+    long.dedup_by_key(|x| (x.0, x.1));
+    let long = Input::Coo(coo(lm, ln, &long));
+    // (kernel, inputs, built-in unrolls, built-in vectorizes)
+    for (kernel, inputs, unroll, vectorize) in [
         (
             "spmv",
             BTreeMap::from([
                 ("A".to_string(), a.clone()),
                 ("x".to_string(), dense(vec![n], 5)),
             ]),
+            false,
+            false,
+        ),
+        (
+            "spmv",
+            BTreeMap::from([
+                ("A".to_string(), long.clone()),
+                ("x".to_string(), dense(vec![ln], 11)),
+            ]),
+            false,
+            true,
         ),
         (
             "spmm",
@@ -172,6 +197,8 @@ fn built_in_schedules_keep_results() {
                 ("A".to_string(), a.clone()),
                 ("B".to_string(), dense(vec![n, 32], 6)),
             ]),
+            true,
+            false,
         ),
         (
             "spmm",
@@ -179,6 +206,17 @@ fn built_in_schedules_keep_results() {
                 ("A".to_string(), a.clone()),
                 ("B".to_string(), dense(vec![n, 48], 7)),
             ]),
+            true,
+            false,
+        ),
+        (
+            "spmm",
+            BTreeMap::from([
+                ("A".to_string(), a.clone()),
+                ("B".to_string(), dense(vec![n, 128], 12)),
+            ]),
+            false,
+            true,
         ),
         (
             "spmm",
@@ -186,6 +224,8 @@ fn built_in_schedules_keep_results() {
                 ("A".to_string(), a.clone()),
                 ("B".to_string(), dense(vec![n, 5], 8)),
             ]),
+            false,
+            false,
         ),
         (
             "sddmm",
@@ -194,20 +234,16 @@ fn built_in_schedules_keep_results() {
                 ("X".to_string(), dense(vec![m, 24], 9)),
                 ("W".to_string(), dense(vec![n, 24], 10)),
             ]),
+            false,
+            true,
         ),
     ] {
         let p = example(kernel);
         let s = default_schedule(&p, &inputs).expect("a built-in schedule for a large input");
         let names: Vec<&str> = s.trace.iter().map(|t| t.name()).collect();
         assert!(names.contains(&"parallel"), "{kernel}: {names:?}");
-        let blocked =
-            kernel == "spmm" && matches!(&inputs["B"], Input::Dense(d) if d.shape[1] % 16 == 0);
-        assert_eq!(names.contains(&"unroll"), blocked, "{kernel}: {names:?}");
-        assert_eq!(
-            names.contains(&"vectorize"),
-            kernel == "sddmm",
-            "{kernel}: {names:?}"
-        );
+        assert_eq!(names.contains(&"unroll"), unroll, "{kernel}: {names:?}");
+        assert_eq!(names.contains(&"vectorize"), vectorize, "{kernel}: {names:?}");
         let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
         let got = run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
             .expect("runs");
