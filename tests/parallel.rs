@@ -165,7 +165,11 @@ fn built_in_schedules_keep_results() {
     for i in 0..lm {
         let len = if i == 3 { 0 } else { 33 + (i * 7) % 48 };
         for t in 0..len {
-            long.push((i, (i * 13 + t * 29) % ln, ((i * 3 + t) % 13) as f64 / 4.0 - 1.5));
+            long.push((
+                i,
+                (i * 13 + t * 29) % ln,
+                ((i * 3 + t) % 13) as f64 / 4.0 - 1.5,
+            ));
         }
     }
     long.sort_by_key(|x| (x.0, x.1));
@@ -243,7 +247,11 @@ fn built_in_schedules_keep_results() {
         let names: Vec<&str> = s.trace.iter().map(|t| t.name()).collect();
         assert!(names.contains(&"parallel"), "{kernel}: {names:?}");
         assert_eq!(names.contains(&"unroll"), unroll, "{kernel}: {names:?}");
-        assert_eq!(names.contains(&"vectorize"), vectorize, "{kernel}: {names:?}");
+        assert_eq!(
+            names.contains(&"vectorize"),
+            vectorize,
+            "{kernel}: {names:?}"
+        );
         let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
         let got = run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
             .expect("runs");
