@@ -275,6 +275,10 @@ pub struct Iteration {
     /// two encoded operands or writes an encoded result of its own structure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coiteration: Option<Coiteration>,
+    /// Annotations (SparseTIR's `sp_iter_attr`), key to value, set by the `annotate` schedule
+    /// primitive, e.g. `preprocess`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// Options of co-iteration.

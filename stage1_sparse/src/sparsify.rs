@@ -443,6 +443,7 @@ impl Cx<'_> {
                 body: self.stmts(&it.init)?,
                 fused: vec![],
                 coiteration: None,
+                annotations: it.annotations.clone(),
             }));
             vec![]
         } else {
@@ -470,6 +471,7 @@ impl Cx<'_> {
             // Fusion refers to the dimension axes the levels replaced.
             fused: vec![],
             coiteration: None,
+            annotations: it.annotations.clone(),
         }));
         Ok(out)
     }

@@ -310,6 +310,7 @@ fn rewrite(
                 body: it.init.clone(),
                 fused: vec![],
                 coiteration: None,
+                annotations: it.annotations.clone(),
             }));
         }
         for (t, kind) in kinds.iter().enumerate() {
@@ -401,6 +402,7 @@ fn rewrite(
                 body,
                 fused: vec![],
                 coiteration: None,
+                annotations: it.annotations.clone(),
             }));
         }
     }
