@@ -2,7 +2,7 @@
 
 use crate::error::{Condition, ScheduleError};
 use crate::primitives::decompose_format::{self, Conversion};
-use crate::primitives::{loop_kind, loop_transform, sparse};
+use crate::primitives::{blockize, compute_at, loop_kind, loop_transform, sparse};
 use crate::trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};
 use lacuna_stage1::{sparsify, verify, Program};
 use lacuna_stage2::{lower_to_stage2, Func};
@@ -128,6 +128,12 @@ impl Schedule {
                         },
                     )
                 }
+                Instruction::Annotate { iter, key, value } => {
+                    sparse::annotate(self.program.clone(), iter, key, Some(value))
+                }
+                Instruction::Unannotate { iter, key } => {
+                    sparse::annotate(self.program.clone(), iter, key, None)
+                }
                 _ => unreachable!("stage-I primitives"),
             }
             .map_err(err)?;
@@ -152,6 +158,18 @@ impl Schedule {
                 Instruction::Parallel { r#loop } => loop_kind::parallel(body, r#loop),
                 Instruction::Vectorize { r#loop } => loop_kind::vectorize(body, r#loop),
                 Instruction::Unroll { r#loop } => loop_kind::unroll(body, r#loop),
+                Instruction::ComputeAt { block, r#loop } => {
+                    compute_at::compute_at(body, block, r#loop)
+                }
+                Instruction::ReverseComputeAt { block, r#loop } => {
+                    compute_at::reverse_compute_at(body, block, r#loop)
+                }
+                Instruction::DecomposeReduction { block, r#loop } => {
+                    compute_at::decompose_reduction(body, block, r#loop)
+                }
+                Instruction::Blockize { r#loop } => blockize::blockize(body, r#loop),
+                Instruction::LiftLoop { r#loop } => blockize::lift_loop(body, r#loop),
+                Instruction::Bound { r#loop, extent } => blockize::bound(body, r#loop, *extent),
                 _ => unreachable!("stage-II primitives"),
             }
             .map_err(err)?;

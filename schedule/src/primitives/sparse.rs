@@ -261,3 +261,37 @@ fn factor_axis(
             .find_map(|x| factor_axis(x, buffer, var, axes)),
     }
 }
+
+/// `annotate(iter, key, value)` (with `Some(value)`) or `unannotate(iter, key)` (with `None`):
+/// sets or removes an annotation of a sparse iteration. Requires: the iteration exists, a
+/// non-empty key, and for `unannotate` that the key is set.
+pub fn annotate(
+    mut p: Program,
+    iter: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<Program, Condition> {
+    if key.is_empty() {
+        return Err(Condition::BadArgument {
+            what: "an empty annotation key".into(),
+        });
+    }
+    let it = find_iteration(&mut p.body, iter).ok_or_else(|| Condition::NotFound {
+        what: "iteration",
+        name: iter.to_string(),
+    })?;
+    match value {
+        Some(v) => {
+            it.annotations.insert(key.to_string(), v.to_string());
+        }
+        None => {
+            if it.annotations.remove(key).is_none() {
+                return Err(Condition::NotFound {
+                    what: "annotation",
+                    name: key.to_string(),
+                });
+            }
+        }
+    }
+    Ok(p)
+}
