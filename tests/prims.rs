@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use lacuna::driver::{reset_outputs, Executable, Target};
+use lacuna::ir::{ArrayData, CooTensor};
 use lacuna::schedule::{Instruction, Schedule, ScheduleFile};
 use lacuna::stage1::{bind, print_program, unpack, Input, Output, Program};
 use lacuna::stage2::print_func;
@@ -676,5 +677,172 @@ fn bound_keeps_long_rows() {
     ]);
     for (target, out) in run_scheduled(&p, &trace, &inputs, "y") {
         assert_dense(target, &out, &[m], &want);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: config().cases / 2 + 1, ..config() })]
+
+    /// Hybrid SpMM with its per-part loop nests fused horizontally computes the reference on
+    /// every target.
+    #[test]
+    fn horizontal_fusion_of_hyb_parts((m, n, rows) in sparse_matrix(), seed in any::<u64>()) {
+        let p = kernel("spmm");
+        let k = 2;
+        let b = values(n * k, seed);
+        let want = spmm_reference(m, n, &rows, &b, k);
+        let inputs = BTreeMap::from([("A".to_string(), Input::Coo(to_coo(m, n, &rows))), ("B".to_string(), dense(&[n, k], b))]);
+        let file = schedule_file("spmm_hyb_hfused");
+        for target in [Target::InterpStage1, Target::Interp, Target::Jit] {
+            let (scheduled, exe, conversions) = Executable::build_converting(&p, Some(&file), target).expect("builds");
+            let given = lacuna::driver::convert_inputs(&conversions, &inputs).expect("converts");
+            let mut bnd = lacuna::stage1::bind_with(&scheduled, &inputs, &BTreeMap::new(), given).expect("binds");
+            reset_outputs(&scheduled, &mut bnd);
+            exe.run(&scheduled, &mut bnd).expect("runs");
+            assert_dense(target.name(), &unpack(&scheduled, &bnd, "C").expect("unpacks"), &[m, k], &want);
+        }
+    }
+}
+
+#[test]
+fn horizontal_fusion_golden_and_errors() {
+    let p = kernel("spmm");
+    let trace = schedule_file("spmm_hyb_hfused").trace;
+    let s = Schedule::replay(&p, &trace).expect("applies");
+    let f = s.stage2().expect("lowers");
+    let text = print_func(&f);
+    // One loop nest for the init, one for all parts.
+    assert_eq!(f.body.len(), 2, "{text}");
+    insta::assert_snapshot!("prim_horizontal_fuse", text);
+    round_trip(&p, &s);
+    let decompose = trace[0].clone();
+    rejects(
+        "spmm",
+        &[
+            decompose.clone(),
+            Instruction::HorizontalFuse {
+                loops: vec![l("i.p0"), l("i.p2")],
+            },
+        ],
+        "not consecutive",
+    );
+    rejects(
+        "spmm",
+        &[
+            decompose.clone(),
+            Instruction::HorizontalFuse {
+                loops: vec![l("i.p0")],
+            },
+        ],
+        "at least two loops",
+    );
+    rejects(
+        "spmm",
+        &[
+            decompose,
+            Instruction::HorizontalFuse {
+                loops: vec![l("spmm_init:i"), l("j.p0")],
+            },
+        ],
+        "not consecutive",
+    );
+}
+
+#[test]
+fn get_block_and_get_sparse_iteration() {
+    let p = kernel("sparse_softmax");
+    let s = Schedule::new(&p).expect("schedulable");
+    assert_eq!(s.get_block("row_sum").expect("a block"), "row_sum");
+    assert_eq!(
+        s.get_sparse_iteration("normalize")
+            .expect("a nested iteration"),
+        "normalize"
+    );
+    let e = s.get_block("nope").expect_err("no such block");
+    assert!(
+        e.to_string().starts_with("get_block") && e.to_string().contains("no block named `nope`"),
+        "{e}"
+    );
+    let e = s
+        .get_sparse_iteration("row_sum_init")
+        .expect_err("a block, not an iteration");
+    assert!(e.to_string().starts_with("get_sparse_iteration"), "{e}");
+}
+
+/// Runs `p` unscheduled on every target and scheduled by `schedule` on the stage-II
+/// interpreter and the JIT; checks the dense output `out` against `want` on all of them.
+fn check_kernel(
+    p: &Program,
+    schedule: &str,
+    inputs: &BTreeMap<String, Input>,
+    out: &str,
+    shape: &[usize],
+    want: &[f64],
+) {
+    for (target, outs) in run_all(p, inputs) {
+        assert_dense(target, &outs[out], shape, want);
+    }
+    for (target, got) in run_scheduled(p, &schedule_file(schedule).trace, inputs, out) {
+        assert_dense(&format!("{schedule} {target}"), &got, shape, want);
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// RGCN on a relation-CSF adjacency (3-D sparse: relation × destination × source).
+    #[test]
+    fn rgcn_hetero((m, n, rows) in sparse_matrix(), seed in any::<u64>()) {
+        let p = kernel("rgcn_hetero");
+        let nodes = m.max(n).max(1);
+        let (rel, fi_n, fo_n) = (3usize, 2usize, 5usize);
+        // Each edge (i, j) gets relation (i + 2 j) mod rel; sorted by (r, i, j).
+        let mut edges: Vec<(usize, usize, usize, f64)> = rows.iter().enumerate()
+            .flat_map(|(i, r)| r.iter().map(move |&(j, v)| ((i + 2 * j) % 3, i, j, v)))
+            .collect();
+        edges.sort_by_key(|e| (e.0, e.1, e.2));
+        let w = values(rel * fo_n * fi_n, seed);
+        let x = values(nodes * fi_n, seed ^ 7);
+        let mut want = vec![0.0; nodes * fo_n];
+        for &(r, i, j, a) in &edges {
+            for fo in 0..fo_n {
+                want[i * fo_n + fo] += (0..fi_n).map(|fi| a * w[(r * fo_n + fo) * fi_n + fi] * x[j * fi_n + fi]).sum::<f64>();
+            }
+        }
+        let a = CooTensor {
+            shape: vec![rel, nodes, nodes],
+            coords: vec![edges.iter().map(|e| e.0).collect(), edges.iter().map(|e| e.1).collect(), edges.iter().map(|e| e.2).collect()],
+            values: ArrayData::F64(edges.iter().map(|e| e.3).collect()),
+        };
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(a)),
+            ("W".to_string(), dense(&[rel, fo_n, fi_n], w)),
+            ("X".to_string(), dense(&[nodes, fi_n], x)),
+        ]);
+        check_kernel(&p, "rgcn_hetero_split", &inputs, "Y", &[nodes, fo_n], &want);
+    }
+
+    /// Hypergraph convolution: vertex -> hyperedge -> vertex through two incidence matrices.
+    #[test]
+    fn hypergnn((nv, ne, rows) in sparse_matrix(), seed in any::<u64>()) {
+        let p = kernel("hypergnn");
+        let feat = 3;
+        // H: vertex × hyperedge; HT: its transpose (hyperedge × vertex).
+        let mut cols: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ne];
+        for (v, r) in rows.iter().enumerate() {
+            for &(e, h) in r {
+                cols[e].push((v, h));
+            }
+        }
+        let x = values(nv * feat, seed);
+        let h = to_dense(nv, ne, &rows);
+        let z: Vec<f64> = (0..ne * feat).map(|ef| (0..nv).map(|u| h[u * ne + ef / feat] * x[u * feat + ef % feat]).sum()).collect();
+        let want: Vec<f64> = (0..nv * feat).map(|vf| (0..ne).map(|e| h[vf / feat * ne + e] * z[e * feat + vf % feat]).sum()).collect();
+        let inputs = BTreeMap::from([
+            ("H".to_string(), Input::Coo(to_coo(nv, ne, &rows))),
+            ("HT".to_string(), Input::Coo(to_coo(ne, nv, &cols))),
+            ("X".to_string(), dense(&[nv, feat], x)),
+        ]);
+        check_kernel(&p, "hypergnn_parallel", &inputs, "Y", &[nv, feat], &want);
     }
 }

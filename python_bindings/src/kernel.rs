@@ -302,4 +302,41 @@ impl PySchedule {
     fn unroll(&mut self, r#loop: String) -> PyResult<()> {
         self.apply(Instruction::Unroll { r#loop })
     }
+    fn compute_at(&mut self, block: String, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::ComputeAt { block, r#loop })
+    }
+    fn reverse_compute_at(&mut self, block: String, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::ReverseComputeAt { block, r#loop })
+    }
+    fn decompose_reduction(&mut self, block: String, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::DecomposeReduction { block, r#loop })
+    }
+    fn blockize(&mut self, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::Blockize { r#loop })
+    }
+    fn lift_loop(&mut self, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::LiftLoop { r#loop })
+    }
+    fn bound(&mut self, r#loop: String, extent: u64) -> PyResult<()> {
+        self.apply(Instruction::Bound { r#loop, extent })
+    }
+    fn horizontal_fuse(&mut self, loops: Vec<String>) -> PyResult<()> {
+        self.apply(Instruction::HorizontalFuse { loops })
+    }
+    fn annotate(&mut self, iter: String, key: String, value: String) -> PyResult<()> {
+        self.apply(Instruction::Annotate { iter, key, value })
+    }
+    fn unannotate(&mut self, iter: String, key: String) -> PyResult<()> {
+        self.apply(Instruction::Unannotate { iter, key })
+    }
+    /// The block named `name` (its name, checked to exist).
+    fn get_block(&self, name: &str) -> PyResult<String> {
+        self.schedule.get_block(name).map_err(schedule_err)
+    }
+    /// The sparse iteration named `name` (its name, checked to exist).
+    fn get_sparse_iteration(&self, name: &str) -> PyResult<String> {
+        self.schedule
+            .get_sparse_iteration(name)
+            .map_err(schedule_err)
+    }
 }

@@ -137,6 +137,7 @@ impl ScheduleError {
                 format!("{loop:?}")
             }
             Instruction::Bound { r#loop, extent } => format!("{loop:?}, {extent}"),
+            Instruction::HorizontalFuse { loops } => format!("{loops:?}"),
             Instruction::Annotate { iter, key, value } => format!("{iter:?}, {key:?}, {value:?}"),
             Instruction::Unannotate { iter, key } => format!("{iter:?}, {key:?}"),
         };

@@ -147,6 +147,13 @@ pub enum Instruction {
         /// Its constant extent.
         extent: u64,
     },
+    /// Stage II post pass: fuse consecutive sibling loops (e.g. the per-part nests of
+    /// `decompose_format`) into one loop over their concatenated ranges, dispatching on the part
+    /// (SparseTIR's horizontal fusion).
+    HorizontalFuse {
+        /// The loops, in program order.
+        loops: Vec<String>,
+    },
     /// Stage I: set an annotation of a sparse iteration (e.g. `preprocess`).
     Annotate {
         /// The iteration.
@@ -188,6 +195,7 @@ impl Instruction {
             Instruction::Blockize { .. } => "blockize",
             Instruction::LiftLoop { .. } => "lift_loop",
             Instruction::Bound { .. } => "bound",
+            Instruction::HorizontalFuse { .. } => "horizontal_fuse",
             Instruction::Annotate { .. } => "annotate",
             Instruction::Unannotate { .. } => "unannotate",
         }

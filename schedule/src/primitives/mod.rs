@@ -3,6 +3,7 @@
 pub mod blockize;
 pub mod compute_at;
 pub mod decompose_format;
+pub mod horizontal;
 pub mod loop_kind;
 pub mod loop_transform;
 pub mod sparse;
