@@ -158,6 +158,7 @@ fn level_axes(buffer: &str, enc: &Encoding, dim_sizes: &[Size]) -> Result<LevelA
             kind: AxisKind::DenseFixed { n: Size::Const(1) },
             idtype,
             sorted: true,
+            closed_forms: vec![],
         });
     }
     for (k, t) in types.iter().enumerate() {
@@ -223,6 +224,7 @@ fn level_axes(buffer: &str, enc: &Encoding, dim_sizes: &[Size]) -> Result<LevelA
             kind,
             idtype,
             sorted: t.is_ordered() && t.is_unique(),
+            closed_forms: vec![],
         });
         names.push(name);
     }
