@@ -9,7 +9,7 @@ use common::*;
 use lacuna::driver::{reset_outputs, Executable, Target};
 use lacuna::ir::{ArrayData, CooTensor};
 use lacuna::schedule::{Instruction, Schedule, ScheduleFile};
-use lacuna::stage1::{bind, print_program, unpack, Input, Output, Program};
+use lacuna::stage1::{bind, print_program, unpack, ClosedForm, Input, Output, Program};
 use lacuna::stage2::print_func;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -845,4 +845,100 @@ proptest! {
         ]);
         check_kernel(&p, "hypergnn_parallel", &inputs, "Y", &[nv, feat], &want);
     }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// specialize_buffer on band matrices (row i stores columns i..i+w): the structure arrays
+    /// are computed, the result is the reference; a matrix off the band is rejected at bind time.
+    #[test]
+    fn specialize_buffer_on_band_matrices(m in 0usize..8, w in 1usize..4, extra in 0usize..3, seed in any::<u64>(), off in any::<proptest::sample::Index>()) {
+        let p = kernel("spmv");
+        let n = m + w + extra;
+        let vals = values(m * w + 1, seed);
+        let rows: Vec<Vec<(usize, f64)>> = (0..m).map(|i| (0..w).map(|d| (i + d, vals[i * w + d])).collect()).collect();
+        let x = values(n, seed ^ 3);
+        let a = to_dense(m, n, &rows);
+        let want: Vec<f64> = (0..m).map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum()).collect();
+        let trace = vec![
+            Instruction::SpecializeBuffer { axis: l("J"), form: ClosedForm::Indptr { stride: w as i64 } },
+            Instruction::SpecializeBuffer { axis: l("J"), form: ClosedForm::Indices { row: 1, in_row: 1, constant: 0 } },
+            Instruction::Unroll { r#loop: l("j") },
+        ];
+        let s = Schedule::replay(&p, &trace).expect("applies");
+        let text = print_func(&s.stage2().expect("lowers"));
+        prop_assert!(!text.contains("J.indptr[") && !text.contains("J.indices["), "{}", text);
+        let inputs = BTreeMap::from([("A".to_string(), Input::Coo(to_coo(m, n, &rows))), ("x".to_string(), dense(&[n], x.clone()))]);
+        for (target, out) in run_scheduled(&p, &trace, &inputs, "y") {
+            assert_dense(target, &out, &[m], &want);
+        }
+        round_trip(&p, &s);
+        // Move one stored entry of a row off the band (to the last column, when free).
+        if m > 0 && w > 1 && extra > 0 {
+            let i = off.index(m);
+            let mut bad = rows.clone();
+            bad[i][w - 1].0 = n - 1;
+            let inputs = BTreeMap::from([("A".to_string(), Input::Coo(to_coo(m, n, &bad))), ("x".to_string(), dense(&[n], x))]);
+            let e = bind(s.program(), &inputs, &BTreeMap::new()).expect_err("off the band");
+            let pos = i * w + w - 1;
+            prop_assert!(e.to_string().contains(&format!("`J.indices[{pos}]` is {}, but specialize_buffer asserts {}", n - 1, i + w - 1)), "{}", e);
+        }
+        // Rows of other lengths break the indptr form.
+        if m > 1 {
+            let mut bad = rows.clone();
+            bad[0].pop();
+            let inputs = BTreeMap::from([("A".to_string(), Input::Coo(to_coo(m, n, &bad))), ("x".to_string(), dense(&[n], values(n, 1)))]);
+            let e = bind(s.program(), &inputs, &BTreeMap::new()).expect_err("a shorter row");
+            prop_assert!(e.to_string().contains("`J.indptr[1]`"), "{}", e);
+        }
+    }
+}
+
+#[test]
+fn specialize_buffer_golden_and_errors() {
+    let p = kernel("spmv");
+    let s = Schedule::replay(&p, &schedule_file("spmv_band").trace).expect("applies");
+    insta::assert_snapshot!(
+        "prim_specialize_buffer",
+        print_func(&s.stage2().expect("lowers"))
+    );
+    rejects(
+        "spmv",
+        &[Instruction::SpecializeBuffer {
+            axis: l("Q"),
+            form: ClosedForm::Indptr { stride: 2 },
+        }],
+        "no axis named `Q`",
+    );
+    rejects(
+        "spmv",
+        &[Instruction::SpecializeBuffer {
+            axis: l("I"),
+            form: ClosedForm::Indptr { stride: 2 },
+        }],
+        "axis `I` has no `indptr`",
+    );
+    rejects(
+        "spmv",
+        &[Instruction::SpecializeBuffer {
+            axis: l("J"),
+            form: ClosedForm::Indptr { stride: -1 },
+        }],
+        "has no `indptr`",
+    );
+    rejects(
+        "spmv",
+        &[
+            Instruction::SpecializeBuffer {
+                axis: l("J"),
+                form: ClosedForm::Indptr { stride: 2 },
+            },
+            Instruction::SpecializeBuffer {
+                axis: l("J"),
+                form: ClosedForm::Indptr { stride: 3 },
+            },
+        ],
+        "specialized already",
+    );
 }

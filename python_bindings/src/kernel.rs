@@ -329,6 +329,33 @@ impl PySchedule {
     fn unannotate(&mut self, iter: String, key: String) -> PyResult<()> {
         self.apply(Instruction::Unannotate { iter, key })
     }
+    /// Asserts a closed form for a structure array of `axis`: `stride` gives `indptr[i] =
+    /// stride * i`; `row`, `in_row`, `constant` give `indices[p] = row * i + in_row * (p -
+    /// indptr[i]) + constant`.
+    #[pyo3(signature = (axis, *, stride = None, row = None, in_row = None, constant = 0))]
+    fn specialize_buffer(
+        &mut self,
+        axis: String,
+        stride: Option<i64>,
+        row: Option<i64>,
+        in_row: Option<i64>,
+        constant: i64,
+    ) -> PyResult<()> {
+        let form = match (stride, row, in_row) {
+            (Some(stride), None, None) => lacuna_stage1::ClosedForm::Indptr { stride },
+            (None, Some(row), Some(in_row)) => lacuna_stage1::ClosedForm::Indices {
+                row,
+                in_row,
+                constant,
+            },
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "give either stride (indptr) or row and in_row (indices)",
+                ))
+            }
+        };
+        self.apply(Instruction::SpecializeBuffer { axis, form })
+    }
     /// The block named `name` (its name, checked to exist).
     fn get_block(&self, name: &str) -> PyResult<String> {
         self.schedule.get_block(name).map_err(schedule_err)

@@ -138,6 +138,7 @@ impl ScheduleError {
             }
             Instruction::Bound { r#loop, extent } => format!("{loop:?}, {extent}"),
             Instruction::HorizontalFuse { loops } => format!("{loops:?}"),
+            Instruction::SpecializeBuffer { axis, form } => format!("{axis:?}, {form:?}"),
             Instruction::Annotate { iter, key, value } => format!("{iter:?}, {key:?}, {value:?}"),
             Instruction::Unannotate { iter, key } => format!("{iter:?}, {key:?}"),
         };

@@ -170,6 +170,9 @@ impl Schedule {
                 Instruction::Annotate { iter, key, value } => {
                     sparse::annotate(self.program.clone(), iter, key, Some(value))
                 }
+                Instruction::SpecializeBuffer { axis, form } => {
+                    sparse::specialize_buffer(self.program.clone(), axis, *form)
+                }
                 Instruction::Unannotate { iter, key } => {
                     sparse::annotate(self.program.clone(), iter, key, None)
                 }

@@ -154,6 +154,15 @@ pub enum Instruction {
         /// The loops, in program order.
         loops: Vec<String>,
     },
+    /// Stage I: assert a closed form for an axis's `indptr` or `indices` (e.g. a band, or
+    /// rows of one length); the kernel computes it instead of loading the array, and binding
+    /// checks the data against it.
+    SpecializeBuffer {
+        /// The axis.
+        axis: String,
+        /// The closed form.
+        form: lacuna_stage1::ClosedForm,
+    },
     /// Stage I: set an annotation of a sparse iteration (e.g. `preprocess`).
     Annotate {
         /// The iteration.
@@ -196,6 +205,7 @@ impl Instruction {
             Instruction::LiftLoop { .. } => "lift_loop",
             Instruction::Bound { .. } => "bound",
             Instruction::HorizontalFuse { .. } => "horizontal_fuse",
+            Instruction::SpecializeBuffer { .. } => "specialize_buffer",
             Instruction::Annotate { .. } => "annotate",
             Instruction::Unannotate { .. } => "unannotate",
         }
@@ -210,6 +220,7 @@ impl Instruction {
                 | Instruction::DecomposeFormat { .. }
                 | Instruction::Specialize { .. }
                 | Instruction::Annotate { .. }
+                | Instruction::SpecializeBuffer { .. }
                 | Instruction::Unannotate { .. }
         )
     }

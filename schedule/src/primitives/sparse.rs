@@ -295,3 +295,48 @@ pub fn annotate(
     }
     Ok(p)
 }
+
+/// `specialize_buffer(axis, form)`: asserts a closed form for one of an axis's structure arrays
+/// (`indptr[i] = stride * i`, or `indices[p] = row * i + in_row * (p - indptr[i]) + constant`);
+/// lowering computes it instead of loading the array, and binding checks the data against it
+/// (a typed error names the array and the first mismatching position). Requires: the axis
+/// has that array (a variable axis for `indptr`, a compressed one for `indices`; not loose), a
+/// non-negative stride, and no form for that array yet.
+pub fn specialize_buffer(
+    mut p: Program,
+    axis: &str,
+    form: lacuna_stage1::ClosedForm,
+) -> Result<Program, Condition> {
+    use lacuna_stage1::ClosedForm;
+    let a = p
+        .axes
+        .iter_mut()
+        .find(|a| a.name == axis)
+        .ok_or_else(|| Condition::NotFound {
+            what: "axis",
+            name: axis.to_string(),
+        })?;
+    let fits = match (&form, &a.kind) {
+        (ClosedForm::Indptr { stride }, AxisKind::DenseVariable { .. })
+        | (ClosedForm::Indptr { stride }, AxisKind::SparseVariable { loose: false, .. }) => {
+            *stride >= 0
+        }
+        (ClosedForm::Indices { .. }, AxisKind::SparseVariable { loose: false, .. }) => true,
+        _ => false,
+    };
+    if !fits {
+        return Err(Condition::BadArgument {
+            what: format!(
+                "axis `{axis}` has no `{}` that {form:?} can describe (indptr: a variable axis and a stride >= 0; indices: a compressed axis; not loose)",
+                form.array()
+            ),
+        });
+    }
+    if a.closed_forms.iter().any(|f| f.array() == form.array()) {
+        return Err(Condition::BadArgument {
+            what: format!("`{axis}.{}` is specialized already", form.array()),
+        });
+    }
+    a.closed_forms.push(form);
+    Ok(p)
+}
