@@ -942,3 +942,51 @@ fn specialize_buffer_golden_and_errors() {
         "specialized already",
     );
 }
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// csr2bsr written as a kernel fills the values of `lacuna convert`'s BSR(2, 2).
+    #[test]
+    fn csr2bsr_matches_convert((m, n, rows) in sparse_matrix()) {
+        use lacuna::ir::encoding::preset;
+        use lacuna::ir::storage::SparseTensor;
+        let p = kernel("csr2bsr");
+        // Even extents, so that 2×2 blocks tile the matrix.
+        let (m2, n2) = (m + m % 2, n + n % 2);
+        let mut rows = rows;
+        rows.resize(m2, Vec::new());
+        let coo = to_coo(m2, n2, &rows);
+        let bsr = SparseTensor::from_coo(&coo, &preset("bsr(2,2)").expect("a preset")).expect("converts");
+        let (index, want) = bsr.disassemble();
+        // The block pattern: one entry per stored block.
+        let (mb, nb) = (m2 / 2, n2 / 2);
+        let mut blocks: Vec<Vec<(usize, f64)>> = vec![Vec::new(); mb];
+        for (i, r) in rows.iter().enumerate() {
+            for &(j, _) in r {
+                if !blocks[i / 2].iter().any(|b| b.0 == j / 2) {
+                    blocks[i / 2].push((j / 2, 1.0));
+                }
+            }
+        }
+        blocks.iter_mut().for_each(|b| b.sort_by_key(|x| x.0));
+        let pos: Vec<u64> = std::iter::once(0).chain(blocks.iter().scan(0u64, |s, b| { *s += b.len() as u64; Some(*s) })).collect();
+        let crd: Vec<u64> = blocks.iter().flatten().map(|b| b.0 as u64).collect();
+        prop_assert_eq!((0..index[0].len()).map(|k| index[0].get(k).expect("in range")).collect::<Vec<u64>>(), pos);
+        prop_assert_eq!((0..index[1].len()).map(|k| index[1].get(k).expect("in range")).collect::<Vec<u64>>(), crd);
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(coo)),
+            ("P".to_string(), Input::Coo(to_coo(mb, nb, &blocks))),
+        ]);
+        let want = want.to_f64_vec();
+        let file = schedule_file("csr2bsr_parallel");
+        for (target, schedule) in [(Target::InterpStage1, None), (Target::Interp, None), (Target::Jit, None), (Target::Interp, Some(&file)), (Target::Jit, Some(&file))] {
+            let (scheduled, exe) = Executable::build_with(&p, schedule, target).expect("builds");
+            let mut b = bind(&scheduled, &inputs, &BTreeMap::new()).expect("binds");
+            reset_outputs(&scheduled, &mut b);
+            exe.run(&scheduled, &mut b).expect("runs");
+            let got = b.buffers["B"].to_f64_vec();
+            prop_assert_eq!(&got, &want, "{} scheduled: {}", target.name(), schedule.is_some());
+        }
+    }
+}
