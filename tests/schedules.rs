@@ -122,6 +122,17 @@ fn spmm_candidates() -> Vec<Instruction> {
             iter: l("spmm"),
             axes: vec![l("I"), l("J")],
         },
+        Instruction::DecomposeReduction {
+            block: l("spmm"),
+            r#loop: l("spmm:i"),
+        },
+        Instruction::Blockize {
+            r#loop: l("spmm:j"),
+        },
+        Instruction::Bound {
+            r#loop: l("spmm:j"),
+            extent: 2,
+        },
     ]
 }
 
@@ -131,7 +142,7 @@ proptest! {
     /// Random sequences of primitives on SpMM: each either applies or is rejected with an
     /// error (never a panic), and the scheduled kernel computes the unscheduled result.
     #[test]
-    fn random_schedules_preserve_spmm((m, n, rows) in sparse_matrix(), picks in proptest::collection::vec(0usize..19, 0..6), seed in any::<u64>()) {
+    fn random_schedules_preserve_spmm((m, n, rows) in sparse_matrix(), picks in proptest::collection::vec(0usize..22, 0..6), seed in any::<u64>()) {
         let p = kernel("spmm");
         let k = 3;
         let b = values(n * k, seed);

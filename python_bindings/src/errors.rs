@@ -86,7 +86,8 @@ pub fn bind_error(e: &lacuna_stage1::BindError) -> PyErr {
         | B::NoStructure { .. }
         | B::Value { .. }
         | B::NegativeParam { .. }
-        | B::TooLarge { .. } => BindError::new_err(msg),
+        | B::TooLarge { .. }
+        | B::ClosedForm { .. } => BindError::new_err(msg),
     }
 }
 

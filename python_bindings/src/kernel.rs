@@ -302,4 +302,68 @@ impl PySchedule {
     fn unroll(&mut self, r#loop: String) -> PyResult<()> {
         self.apply(Instruction::Unroll { r#loop })
     }
+    fn compute_at(&mut self, block: String, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::ComputeAt { block, r#loop })
+    }
+    fn reverse_compute_at(&mut self, block: String, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::ReverseComputeAt { block, r#loop })
+    }
+    fn decompose_reduction(&mut self, block: String, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::DecomposeReduction { block, r#loop })
+    }
+    fn blockize(&mut self, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::Blockize { r#loop })
+    }
+    fn lift_loop(&mut self, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::LiftLoop { r#loop })
+    }
+    fn bound(&mut self, r#loop: String, extent: u64) -> PyResult<()> {
+        self.apply(Instruction::Bound { r#loop, extent })
+    }
+    fn horizontal_fuse(&mut self, loops: Vec<String>) -> PyResult<()> {
+        self.apply(Instruction::HorizontalFuse { loops })
+    }
+    fn annotate(&mut self, iter: String, key: String, value: String) -> PyResult<()> {
+        self.apply(Instruction::Annotate { iter, key, value })
+    }
+    fn unannotate(&mut self, iter: String, key: String) -> PyResult<()> {
+        self.apply(Instruction::Unannotate { iter, key })
+    }
+    /// Asserts a closed form for a structure array of `axis`: `stride` gives `indptr[i] =
+    /// stride * i`; `row`, `in_row`, `constant` give `indices[p] = row * i + in_row * (p -
+    /// indptr[i]) + constant`.
+    #[pyo3(signature = (axis, *, stride = None, row = None, in_row = None, constant = 0))]
+    fn specialize_buffer(
+        &mut self,
+        axis: String,
+        stride: Option<i64>,
+        row: Option<i64>,
+        in_row: Option<i64>,
+        constant: i64,
+    ) -> PyResult<()> {
+        let form = match (stride, row, in_row) {
+            (Some(stride), None, None) => lacuna_stage1::ClosedForm::Indptr { stride },
+            (None, Some(row), Some(in_row)) => lacuna_stage1::ClosedForm::Indices {
+                row,
+                in_row,
+                constant,
+            },
+            _ => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "give either stride (indptr) or row and in_row (indices)",
+                ))
+            }
+        };
+        self.apply(Instruction::SpecializeBuffer { axis, form })
+    }
+    /// The block named `name` (its name, checked to exist).
+    fn get_block(&self, name: &str) -> PyResult<String> {
+        self.schedule.get_block(name).map_err(schedule_err)
+    }
+    /// The sparse iteration named `name` (its name, checked to exist).
+    fn get_sparse_iteration(&self, name: &str) -> PyResult<String> {
+        self.schedule
+            .get_sparse_iteration(name)
+            .map_err(schedule_err)
+    }
 }

@@ -88,6 +88,25 @@ pub enum Condition {
     /// A stage-I primitive after stage-II ones.
     #[error("stage-I primitives must come before stage-II primitives in a trace")]
     StageOrder,
+    /// A moved nest's region is not confined to one slice per iteration of the target loops
+    /// (`compute_at`, `reverse_compute_at`, `decompose_reduction`).
+    #[error("the region of `{buffer}` does not fit: {what}")]
+    Region {
+        /// The buffer.
+        buffer: String,
+        /// Why.
+        what: String,
+    },
+    /// Moving a block would reorder its accesses with conflicting ones.
+    #[error("moving `{block}` would reorder its accesses of `{buffer}` with {what}")]
+    Conflict {
+        /// The moved block.
+        block: String,
+        /// The buffer.
+        buffer: String,
+        /// What it would be reordered with.
+        what: String,
+    },
     /// The program after the primitive fails to verify or lower.
     #[error("{0}")]
     Invalid(String),
@@ -111,6 +130,17 @@ impl ScheduleError {
             Instruction::Parallel { r#loop }
             | Instruction::Vectorize { r#loop }
             | Instruction::Unroll { r#loop } => format!("{loop:?}"),
+            Instruction::ComputeAt { block, r#loop }
+            | Instruction::ReverseComputeAt { block, r#loop }
+            | Instruction::DecomposeReduction { block, r#loop } => format!("{block:?}, {loop:?}"),
+            Instruction::Blockize { r#loop } | Instruction::LiftLoop { r#loop } => {
+                format!("{loop:?}")
+            }
+            Instruction::Bound { r#loop, extent } => format!("{loop:?}, {extent}"),
+            Instruction::HorizontalFuse { loops } => format!("{loops:?}"),
+            Instruction::SpecializeBuffer { axis, form } => format!("{axis:?}, {form:?}"),
+            Instruction::Annotate { iter, key, value } => format!("{iter:?}, {key:?}, {value:?}"),
+            Instruction::Unannotate { iter, key } => format!("{iter:?}, {key:?}"),
         };
         ScheduleError {
             primitive: inst.name(),

@@ -2,7 +2,7 @@
 
 use crate::error::{Condition, ScheduleError};
 use crate::primitives::decompose_format::{self, Conversion};
-use crate::primitives::{loop_kind, loop_transform, sparse};
+use crate::primitives::{blockize, compute_at, horizontal, loop_kind, loop_transform, sparse};
 use crate::trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};
 use lacuna_stage1::{sparsify, verify, Program};
 use lacuna_stage2::{lower_to_stage2, Func};
@@ -61,6 +61,45 @@ impl Schedule {
                 name: block.to_string(),
             },
         })
+    }
+
+    /// The block named `name` (SparseTIR's `get_block`; blocks are named by their handle).
+    pub fn get_block(&self, name: &str) -> Result<String, ScheduleError> {
+        if self.get_blocks()?.iter().any(|b| b == name) {
+            Ok(name.to_string())
+        } else {
+            Err(ScheduleError {
+                primitive: "get_block",
+                args: format!("{name:?}"),
+                condition: Condition::NotFound {
+                    what: "block",
+                    name: name.to_string(),
+                },
+            })
+        }
+    }
+
+    /// The sparse iteration named `name` (SparseTIR's `get_sparse_iteration`), looked up in the
+    /// stage-I program at any nesting depth.
+    pub fn get_sparse_iteration(&self, name: &str) -> Result<String, ScheduleError> {
+        fn find(stmts: &[lacuna_stage1::Stmt], name: &str) -> bool {
+            stmts.iter().any(|s| match s {
+                lacuna_stage1::Stmt::Iter(it) => it.name == name || find(&it.body, name),
+                _ => false,
+            })
+        }
+        if find(&self.program.body, name) {
+            Ok(name.to_string())
+        } else {
+            Err(ScheduleError {
+                primitive: "get_sparse_iteration",
+                args: format!("{name:?}"),
+                condition: Condition::NotFound {
+                    what: "iteration",
+                    name: name.to_string(),
+                },
+            })
+        }
     }
 
     /// The names of the blocks of the stage-II function, in program order.
@@ -128,6 +167,15 @@ impl Schedule {
                         },
                     )
                 }
+                Instruction::Annotate { iter, key, value } => {
+                    sparse::annotate(self.program.clone(), iter, key, Some(value))
+                }
+                Instruction::SpecializeBuffer { axis, form } => {
+                    sparse::specialize_buffer(self.program.clone(), axis, *form)
+                }
+                Instruction::Unannotate { iter, key } => {
+                    sparse::annotate(self.program.clone(), iter, key, None)
+                }
                 _ => unreachable!("stage-I primitives"),
             }
             .map_err(err)?;
@@ -152,6 +200,19 @@ impl Schedule {
                 Instruction::Parallel { r#loop } => loop_kind::parallel(body, r#loop),
                 Instruction::Vectorize { r#loop } => loop_kind::vectorize(body, r#loop),
                 Instruction::Unroll { r#loop } => loop_kind::unroll(body, r#loop),
+                Instruction::ComputeAt { block, r#loop } => {
+                    compute_at::compute_at(body, block, r#loop)
+                }
+                Instruction::ReverseComputeAt { block, r#loop } => {
+                    compute_at::reverse_compute_at(body, block, r#loop)
+                }
+                Instruction::DecomposeReduction { block, r#loop } => {
+                    compute_at::decompose_reduction(body, block, r#loop)
+                }
+                Instruction::Blockize { r#loop } => blockize::blockize(body, r#loop),
+                Instruction::LiftLoop { r#loop } => blockize::lift_loop(body, r#loop),
+                Instruction::Bound { r#loop, extent } => blockize::bound(body, r#loop, *extent),
+                Instruction::HorizontalFuse { loops } => horizontal::horizontal_fuse(body, loops),
                 _ => unreachable!("stage-II primitives"),
             }
             .map_err(err)?;

@@ -103,6 +103,82 @@ pub enum Instruction {
         /// The loop.
         r#loop: String,
     },
+    // --- compute_at family, block structure, bound, annotations ---
+    /// Stage II: move the loop nest of a producer block under a later consumer's loop,
+    /// computing one slice per iteration of the loop (TVM's compute_at).
+    ComputeAt {
+        /// The producer block.
+        block: String,
+        /// The consumer's loop.
+        r#loop: String,
+    },
+    /// Stage II: move the loop nest of a consumer block under an earlier producer's loop, at
+    /// the end of its body (TVM's reverse_compute_at).
+    ReverseComputeAt {
+        /// The consumer block.
+        block: String,
+        /// The producer's loop.
+        r#loop: String,
+    },
+    /// Stage II: move the init of a reduction block (`BLOCK_init`) out of a loop that
+    /// encloses it, into its own copy of the loops, before that loop.
+    DecomposeReduction {
+        /// The reduction block.
+        block: String,
+        /// The loop to move the init before.
+        r#loop: String,
+    },
+    /// Stage II: wrap a loop and its subtree in a new block `blockize_VAR`.
+    Blockize {
+        /// The loop.
+        r#loop: String,
+    },
+    /// Stage II: move a loop that is the only statement of a block's body outside the block,
+    /// adding its variable to the block's iterators (SparseTIR's lift_loop).
+    LiftLoop {
+        /// The loop.
+        r#loop: String,
+    },
+    /// Stage II: give a loop a constant extent with a guard (TACO's bound), followed by a
+    /// remainder loop for longer ranges.
+    Bound {
+        /// The loop.
+        r#loop: String,
+        /// Its constant extent.
+        extent: u64,
+    },
+    /// Stage II post pass: fuse consecutive sibling loops (e.g. the per-part nests of
+    /// `decompose_format`) into one loop over their concatenated ranges, dispatching on the part
+    /// (SparseTIR's horizontal fusion).
+    HorizontalFuse {
+        /// The loops, in program order.
+        loops: Vec<String>,
+    },
+    /// Stage I: assert a closed form for an axis's `indptr` or `indices` (e.g. a band, or
+    /// rows of one length); the kernel computes it instead of loading the array, and binding
+    /// checks the data against it.
+    SpecializeBuffer {
+        /// The axis.
+        axis: String,
+        /// The closed form.
+        form: lacuna_stage1::ClosedForm,
+    },
+    /// Stage I: set an annotation of a sparse iteration (e.g. `preprocess`).
+    Annotate {
+        /// The iteration.
+        iter: String,
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
+    /// Stage I: remove an annotation of a sparse iteration.
+    Unannotate {
+        /// The iteration.
+        iter: String,
+        /// The key.
+        key: String,
+    },
 }
 
 impl Instruction {
@@ -122,6 +198,16 @@ impl Instruction {
             Instruction::Vectorize { .. } => "vectorize",
             Instruction::Unroll { .. } => "unroll",
             Instruction::Bind { .. } => "bind",
+            Instruction::ComputeAt { .. } => "compute_at",
+            Instruction::ReverseComputeAt { .. } => "reverse_compute_at",
+            Instruction::DecomposeReduction { .. } => "decompose_reduction",
+            Instruction::Blockize { .. } => "blockize",
+            Instruction::LiftLoop { .. } => "lift_loop",
+            Instruction::Bound { .. } => "bound",
+            Instruction::HorizontalFuse { .. } => "horizontal_fuse",
+            Instruction::SpecializeBuffer { .. } => "specialize_buffer",
+            Instruction::Annotate { .. } => "annotate",
+            Instruction::Unannotate { .. } => "unannotate",
         }
     }
     /// True for primitives that transform the stage-I program.
@@ -133,6 +219,9 @@ impl Instruction {
                 | Instruction::Pos { .. }
                 | Instruction::DecomposeFormat { .. }
                 | Instruction::Specialize { .. }
+                | Instruction::Annotate { .. }
+                | Instruction::SpecializeBuffer { .. }
+                | Instruction::Unannotate { .. }
         )
     }
 }

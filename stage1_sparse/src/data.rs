@@ -156,6 +156,21 @@ pub enum BindError {
         /// The later buffer.
         buffer: String,
     },
+    /// The data breaks a closed form a schedule asserted for a structure array
+    /// (`specialize_buffer`).
+    #[error("`{axis}.{array}[{position}]` is {found}, but specialize_buffer asserts {expected}")]
+    ClosedForm {
+        /// The axis.
+        axis: String,
+        /// `indptr` or `indices`.
+        array: &'static str,
+        /// The first mismatching position.
+        position: usize,
+        /// The value of the closed form.
+        expected: i64,
+        /// The value in the data.
+        found: i64,
+    },
     /// An input does not fit an axis's structure (ragged prefix, fixed width, index width).
     #[error("input `{buffer}` does not fit axis `{axis}`: {reason}")]
     Structure {
@@ -891,6 +906,44 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
             }
             AxisKind::DenseFixed { .. } => continue,
         };
+        for form in &a.closed_forms {
+            let mismatch = |position: usize, expected: i64, found: i64| BindError::ClosedForm {
+                axis: a.name.clone(),
+                array: form.array(),
+                position,
+                expected,
+                found,
+            };
+            match *form {
+                crate::ir::ClosedForm::Indptr { stride } => {
+                    let ip = bindings.indptr(&a.name).map(|x| x.to_i64_vec());
+                    for (i, &v) in ip.iter().flatten().enumerate() {
+                        let want = stride.wrapping_mul(i as i64);
+                        if v != want {
+                            return Err(mismatch(i, want, v));
+                        }
+                    }
+                }
+                crate::ir::ClosedForm::Indices {
+                    row,
+                    in_row,
+                    constant,
+                } => {
+                    let Some(ind) = &indices else { continue };
+                    for (seg, &(s, t)) in segments.iter().enumerate() {
+                        for (q, &found) in ind.iter().enumerate().take(t).skip(s) {
+                            let want = row
+                                .wrapping_mul(seg as i64)
+                                .wrapping_add(in_row.wrapping_mul((q - s) as i64))
+                                .wrapping_add(constant);
+                            if found != want {
+                                return Err(mismatch(q, want, found));
+                            }
+                        }
+                    }
+                }
+            }
+        }
         for (seg, &(s, t)) in segments.iter().enumerate() {
             match &indices {
                 Some(ind) => {

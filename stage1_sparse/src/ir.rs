@@ -89,6 +89,41 @@ pub struct Axis {
     /// Whether coordinates within a segment are strictly increasing (enables binary search).
     #[serde(default = "default_true")]
     pub sorted: bool,
+    /// Closed forms asserted for the structure arrays (schedule primitive `specialize_buffer`):
+    /// the kernel computes them instead of loading the arrays, and binding checks the data.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub closed_forms: Vec<ClosedForm>,
+}
+
+/// A closed form of an axis's structure array, in terms of the parent position `i` and the
+/// stored position `p` (e.g. a band: `indices[p] = i + (p - indptr[i]) - w`; rows of one
+/// length `w`: `indptr[i] = w * i`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ClosedForm {
+    /// `indptr[i] = stride * i`.
+    Indptr {
+        /// Entries per segment.
+        stride: i64,
+    },
+    /// `indices[p] = row * i + in_row * (p - indptr[i]) + constant` for `p` in segment `i`.
+    Indices {
+        /// Coefficient of the parent position.
+        row: i64,
+        /// Coefficient of the position within the segment.
+        in_row: i64,
+        /// Constant term.
+        constant: i64,
+    },
+}
+
+impl ClosedForm {
+    /// The array it replaces: `indptr` or `indices`.
+    pub fn array(&self) -> &'static str {
+        match self {
+            ClosedForm::Indptr { .. } => "indptr",
+            ClosedForm::Indices { .. } => "indices",
+        }
+    }
 }
 
 fn default_true() -> bool {
@@ -275,6 +310,10 @@ pub struct Iteration {
     /// two encoded operands or writes an encoded result of its own structure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coiteration: Option<Coiteration>,
+    /// Annotations (SparseTIR's `sp_iter_attr`), key to value, set by the `annotate` schedule
+    /// primitive, e.g. `preprocess`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// Options of co-iteration.

@@ -228,6 +228,20 @@ fn write_iteration(out: &mut String, it: &Iteration, depth: usize) {
         it.kinds,
         it.vars.join(", ")
     );
+    if !it.annotations.is_empty() {
+        let attrs: Vec<String> = it
+            .annotations
+            .iter()
+            .map(|(k, v)| format!("{k:?}: {v:?}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:w$}sp_iter_attr {{{}}}",
+            "",
+            attrs.join(", "),
+            w = pad + 2
+        );
+    }
     if !it.init.is_empty() {
         let _ = writeln!(out, "{:w$}init {{", "", w = pad + 2);
         write_stmts(out, &it.init, depth + 2);

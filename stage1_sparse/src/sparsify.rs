@@ -158,6 +158,7 @@ fn level_axes(buffer: &str, enc: &Encoding, dim_sizes: &[Size]) -> Result<LevelA
             kind: AxisKind::DenseFixed { n: Size::Const(1) },
             idtype,
             sorted: true,
+            closed_forms: vec![],
         });
     }
     for (k, t) in types.iter().enumerate() {
@@ -223,6 +224,7 @@ fn level_axes(buffer: &str, enc: &Encoding, dim_sizes: &[Size]) -> Result<LevelA
             kind,
             idtype,
             sorted: t.is_ordered() && t.is_unique(),
+            closed_forms: vec![],
         });
         names.push(name);
     }
@@ -443,6 +445,7 @@ impl Cx<'_> {
                 body: self.stmts(&it.init)?,
                 fused: vec![],
                 coiteration: None,
+                annotations: it.annotations.clone(),
             }));
             vec![]
         } else {
@@ -470,6 +473,7 @@ impl Cx<'_> {
             // Fusion refers to the dimension axes the levels replaced.
             fused: vec![],
             coiteration: None,
+            annotations: it.annotations.clone(),
         }));
         Ok(out)
     }

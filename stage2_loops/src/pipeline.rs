@@ -5,6 +5,7 @@ use crate::passes::{
     build_loop_nests::build_loop_nests, hoist_invariant_lets::hoist_invariant_lets,
     lower_sparse_buffer::lower_sparse_buffer, materialize_index_buffers::materialize_index_buffers,
     place_init_blocks::place_init_blocks, simplify::simplify,
+    specialize_index_buffers::specialize_index_buffers,
     translate_coordinates::translate_coordinates,
 };
 use crate::LowerError;
@@ -67,6 +68,13 @@ pub fn lower_to_stage2(
     after_pass("place_init_blocks", &f);
     let stage2 = translate_coordinates(p, f)?;
     after_pass("translate_coordinates", &stage2);
+    let stage2 = if p.axes.iter().any(|a| !a.closed_forms.is_empty()) {
+        let f = specialize_index_buffers(p, stage2);
+        after_pass("specialize_index_buffers", &f);
+        f
+    } else {
+        stage2
+    };
     Ok(stage2)
 }
 

@@ -133,6 +133,7 @@ pub fn decompose_format(
                     },
                     idtype: IndexType::I64,
                     sorted: true,
+                    closed_forms: vec![],
                 };
                 let s = Axis {
                     name: format!("{pn}.s"),
@@ -143,6 +144,7 @@ pub fn decompose_format(
                     },
                     idtype: IndexType::I64,
                     sorted: false,
+                    closed_forms: vec![],
                 };
                 let row = input_buffer(format!("{pn}.row"), vec![r.name.clone()], DType::I64);
                 let vals =
@@ -162,6 +164,7 @@ pub fn decompose_format(
                     },
                     idtype: IndexType::I64,
                     sorted,
+                    closed_forms: vec![],
                 };
                 let vals = input_buffer(pn.clone(), vec![ai.clone(), s.name.clone()], DType::F64);
                 (vec![s], vec![vals])
@@ -176,6 +179,7 @@ pub fn decompose_format(
                     },
                     idtype: IndexType::I64,
                     sorted: true,
+                    closed_forms: vec![],
                 };
                 let bj = Axis {
                     name: format!("{pn}.bj"),
@@ -187,6 +191,7 @@ pub fn decompose_format(
                     },
                     idtype: IndexType::I64,
                     sorted: true,
+                    closed_forms: vec![],
                 };
                 let ii = Axis {
                     name: format!("{pn}.ii"),
@@ -195,6 +200,7 @@ pub fn decompose_format(
                     },
                     idtype: IndexType::I64,
                     sorted: true,
+                    closed_forms: vec![],
                 };
                 let jj = Axis {
                     name: format!("{pn}.jj"),
@@ -203,6 +209,7 @@ pub fn decompose_format(
                     },
                     idtype: IndexType::I64,
                     sorted: true,
+                    closed_forms: vec![],
                 };
                 let vals = input_buffer(
                     pn.clone(),
@@ -310,6 +317,7 @@ fn rewrite(
                 body: it.init.clone(),
                 fused: vec![],
                 coiteration: None,
+                annotations: it.annotations.clone(),
             }));
         }
         for (t, kind) in kinds.iter().enumerate() {
@@ -401,6 +409,7 @@ fn rewrite(
                 body,
                 fused: vec![],
                 coiteration: None,
+                annotations: it.annotations.clone(),
             }));
         }
     }

@@ -261,3 +261,82 @@ fn factor_axis(
             .find_map(|x| factor_axis(x, buffer, var, axes)),
     }
 }
+
+/// `annotate(iter, key, value)` (with `Some(value)`) or `unannotate(iter, key)` (with `None`):
+/// sets or removes an annotation of a sparse iteration. Requires: the iteration exists, a
+/// non-empty key, and for `unannotate` that the key is set.
+pub fn annotate(
+    mut p: Program,
+    iter: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<Program, Condition> {
+    if key.is_empty() {
+        return Err(Condition::BadArgument {
+            what: "an empty annotation key".into(),
+        });
+    }
+    let it = find_iteration(&mut p.body, iter).ok_or_else(|| Condition::NotFound {
+        what: "iteration",
+        name: iter.to_string(),
+    })?;
+    match value {
+        Some(v) => {
+            it.annotations.insert(key.to_string(), v.to_string());
+        }
+        None => {
+            if it.annotations.remove(key).is_none() {
+                return Err(Condition::NotFound {
+                    what: "annotation",
+                    name: key.to_string(),
+                });
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// `specialize_buffer(axis, form)`: asserts a closed form for one of an axis's structure arrays
+/// (`indptr[i] = stride * i`, or `indices[p] = row * i + in_row * (p - indptr[i]) + constant`);
+/// lowering computes it instead of loading the array, and binding checks the data against it
+/// (a typed error names the array and the first mismatching position). Requires: the axis
+/// has that array (a variable axis for `indptr`, a compressed one for `indices`; not loose), a
+/// non-negative stride, and no form for that array yet.
+pub fn specialize_buffer(
+    mut p: Program,
+    axis: &str,
+    form: lacuna_stage1::ClosedForm,
+) -> Result<Program, Condition> {
+    use lacuna_stage1::ClosedForm;
+    let a = p
+        .axes
+        .iter_mut()
+        .find(|a| a.name == axis)
+        .ok_or_else(|| Condition::NotFound {
+            what: "axis",
+            name: axis.to_string(),
+        })?;
+    let fits = match (&form, &a.kind) {
+        (ClosedForm::Indptr { stride }, AxisKind::DenseVariable { .. })
+        | (ClosedForm::Indptr { stride }, AxisKind::SparseVariable { loose: false, .. }) => {
+            *stride >= 0
+        }
+        (ClosedForm::Indices { .. }, AxisKind::SparseVariable { loose: false, .. }) => true,
+        _ => false,
+    };
+    if !fits {
+        return Err(Condition::BadArgument {
+            what: format!(
+                "axis `{axis}` has no `{}` that {form:?} can describe (indptr: a variable axis and a stride >= 0; indices: a compressed axis; not loose)",
+                form.array()
+            ),
+        });
+    }
+    if a.closed_forms.iter().any(|f| f.array() == form.array()) {
+        return Err(Condition::BadArgument {
+            what: format!("`{axis}.{}` is specialized already", form.array()),
+        });
+    }
+    a.closed_forms.push(form);
+    Ok(p)
+}

@@ -6,4 +6,5 @@ pub mod lower_sparse_buffer;
 pub mod materialize_index_buffers;
 pub mod place_init_blocks;
 pub mod simplify;
+pub mod specialize_index_buffers;
 pub mod translate_coordinates;
