@@ -483,6 +483,55 @@ fn shape_mismatch_and_missing_inputs_are_typed_errors() {
 }
 
 #[test]
+fn i8_operands_out_of_range_are_typed_errors() {
+    let p = kernel_text(
+        r#"(
+    version: 1, name: "add8", params: ["n"],
+    axes: [(name: "I", kind: DenseFixed(n: "n"))],
+    buffers: [
+        (name: "A", axes: ["I"], dtype: I8, encoding: Some("map = (d0) -> (d0 : compressed)")),
+        (name: "B", axes: ["I"], dtype: I8, encoding: Some("map = (d0) -> (d0 : compressed)")),
+        (name: "C", axes: ["I"], dtype: I8, role: Output, encoding: Some("map = (d0) -> (d0 : compressed)")),
+    ],
+    body: [Iter((name: "add8", axes: ["I"], kinds: "S", vars: ["i"], body: [Store("C[i] = A[i] + B[i]")]))],
+)"#,
+    );
+    let vec_input = |entries: &[(usize, i64)]| {
+        Input::Coo(CooTensor {
+            shape: vec![4],
+            coords: vec![entries.iter().map(|e| e.0).collect()],
+            values: ArrayData::I64(entries.iter().map(|e| e.1).collect()),
+        })
+    };
+    // In range: i8 arithmetic wraps (100 + 100 = -56), as `i8::wrapping_add`.
+    let inputs = BTreeMap::from([
+        ("A".to_string(), vec_input(&[(0, 100), (2, -128)])),
+        ("B".to_string(), vec_input(&[(0, 100), (3, 127)])),
+    ]);
+    for target in [Target::Jit, Target::Interp, Target::InterpStage1] {
+        let r = run_coiteration(&p, &inputs, &BTreeMap::new(), target, 1).expect("runs");
+        let Output::Coo(c) = &r.outputs["C"] else {
+            panic!("sparse")
+        };
+        assert_eq!(c.coords[0], vec![0, 2, 3], "{target:?}");
+        assert_eq!(c.values, ArrayData::I8(vec![-56, -128, 127]), "{target:?}");
+    }
+    let inputs = BTreeMap::from([
+        ("A".to_string(), vec_input(&[(0, 100), (2, 300)])),
+        ("B".to_string(), vec_input(&[(0, 1)])),
+    ]);
+    let err = match run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1) {
+        Err(e) => e,
+        Ok(_) => panic!("300 does not fit i8"),
+    };
+    assert!(
+        matches!(err, DriverError::Coiter(CoiterError::Input { ref buffer, .. }) if buffer == "A"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("300"), "{err}");
+}
+
+#[test]
 fn sparse_iteration_pipeline_refuses_coiteration_kernels() {
     let p = kernel("spadd", &[], None);
     let err = lacuna::stage2::lower(&p, &Default::default(), &mut |_, _| {}).expect_err("refused");
@@ -630,9 +679,9 @@ fn mlir_is_equal_on_sparse_vectors() {
         let Output::Coo(c) = out else {
             panic!("sparse")
         };
-        // Intersection {2, 5, 9}: equal, different, equal (i32 flags).
+        // Intersection {2, 5, 9}: equal, different, equal (i8 flags, as MLIR's).
         assert_eq!(c.coords[0], vec![2, 5, 9]);
-        assert_eq!(c.values, ArrayData::I32(vec![1, 0, 1]));
+        assert_eq!(c.values, ArrayData::I8(vec![1, 0, 1]));
     }
 }
 

@@ -287,11 +287,11 @@ fn check_values(buffer: &str, values: &ArrayData, dtype: DType) -> Result<ArrayD
     if dtype.is_int() && values.dtype().is_float() {
         for (e, v) in values.to_f64_vec().into_iter().enumerate() {
             let fits = v.fract() == 0.0
-                && (if dtype == DType::I32 {
-                    v.abs() <= i32::MAX as f64
-                } else {
-                    v.abs() < 9.2e18
-                });
+                && match dtype {
+                    DType::I8 => (i8::MIN as f64..=i8::MAX as f64).contains(&v),
+                    DType::I32 => v.abs() <= i32::MAX as f64,
+                    _ => v.abs() < 9.2e18,
+                };
             if !fits {
                 return Err(BindError::Value {
                     buffer: buffer.to_string(),
@@ -302,9 +302,16 @@ fn check_values(buffer: &str, values: &ArrayData, dtype: DType) -> Result<ArrayD
             }
         }
     }
-    if dtype == DType::I32 && values.dtype() == DType::I64 {
+    let narrower = dtype.is_int()
+        && values.dtype().is_int()
+        && dtype.size_bytes() < values.dtype().size_bytes();
+    if narrower {
         for (e, v) in values.to_i64_vec().into_iter().enumerate() {
-            if i32::try_from(v).is_err() {
+            let fits = match dtype {
+                DType::I8 => i8::try_from(v).is_ok(),
+                _ => i32::try_from(v).is_ok(),
+            };
+            if !fits {
                 return Err(BindError::Value {
                     buffer: buffer.to_string(),
                     entry: e,

@@ -172,8 +172,8 @@ impl CoKernel {
                         Input::Dense(d) => d.clone(),
                         Input::Coo(c) => coo_to_dense(c).ok_or_else(|| bad("too large".into()))?,
                     };
-                    b.buffers
-                        .insert(tensor.name.clone(), dense.data.cast(tensor.dtype));
+                    let data = checked_cast(&dense.data, tensor.dtype).map_err(bad)?;
+                    b.buffers.insert(tensor.name.clone(), data);
                 }
                 Some(enc) => {
                     let st = match input {
@@ -202,10 +202,8 @@ impl CoKernel {
                                 .insert(lower::crd_name(&tensor.name, l), ArrayData::I64(crd));
                         }
                     }
-                    b.buffers.insert(
-                        lower::vals_name(&tensor.name),
-                        st.values().cast(tensor.dtype),
-                    );
+                    let values = checked_cast(st.values(), tensor.dtype).map_err(bad)?;
+                    b.buffers.insert(lower::vals_name(&tensor.name), values);
                 }
             }
         }
@@ -403,6 +401,32 @@ impl CoKernel {
     ) -> Result<Output, CoiterError> {
         reference(self, b, inputs)
     }
+}
+
+/// `values` converted to `dtype`, refusing values an integer type cannot hold exactly (out of
+/// range, or not whole): never a silent wrap.
+fn checked_cast(values: &ArrayData, dtype: DType) -> Result<ArrayData, String> {
+    if dtype.is_int() && values.dtype() != dtype {
+        let (lo, hi) = match dtype {
+            DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+            DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+            _ => (-9.2e18, 9.2e18),
+        };
+        for e in 0..values.len() {
+            let Some(v) = values.get(e) else { continue };
+            let ok = match v {
+                Scalar::I64(x) => x as f64 >= lo && x as f64 <= hi,
+                other => {
+                    let x = other.as_f64();
+                    x.fract() == 0.0 && x >= lo && x <= hi
+                }
+            };
+            if !ok {
+                return Err(format!("entry {e}: value {v} does not fit {dtype}"));
+            }
+        }
+    }
+    Ok(values.cast(dtype))
 }
 
 fn index_data(a: &lacuna_ir::storage::IndexArray) -> ArrayData {
