@@ -263,6 +263,14 @@ pub fn write_output(name: &str, out: &Output, path: &Path) -> Result<(), DriverE
         path: path.to_path_buf(),
         why: why.into(),
     };
+    let converted;
+    let out = match out {
+        Output::Sparse(t) => {
+            converted = Output::Coo(t.to_coo());
+            &converted
+        }
+        other => other,
+    };
     match (out, ext.as_deref()) {
         (Output::Dense(d), Some("npy")) => write_npy(path, d)?,
         (Output::Dense(d), Some("mtx")) => write_mtx_array(path, d)?,

@@ -874,7 +874,7 @@ impl PyExecutable {
         };
         let result = PyDict::new(py);
         for (name, o) in outputs {
-            match o {
+            match &o {
                 Output::Dense(d) => {
                     let arr = to_numpy(py, &d.data, &d.shape)?;
                     match outs.get(&name) {
@@ -892,7 +892,8 @@ impl PyExecutable {
                         None => result.set_item(name, arr)?,
                     }
                 }
-                Output::Coo(c) => {
+                Output::Coo(_) | Output::Sparse(_) => {
+                    let c = o.to_coo().expect("a sparse result");
                     if outs.contains_key(&name) {
                         return Err(BindError::new_err(format!(
                             "out `{name}`: a sparse result is returned, not written into an array"

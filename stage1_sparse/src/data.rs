@@ -73,6 +73,9 @@ pub enum Output {
     Dense(DenseArray),
     /// A buffer with sparse structure, as its stored entries.
     Coo(CooTensor),
+    /// A buffer with sparse structure, in the storage of its declared encoding (MLIR's
+    /// storage layout: positions and coordinates per level, then values).
+    Sparse(lacuna_ir::storage::SparseTensor),
 }
 
 impl Output {
@@ -81,6 +84,7 @@ impl Output {
         match self {
             Output::Dense(d) => &d.shape,
             Output::Coo(c) => &c.shape,
+            Output::Sparse(t) => t.dim_shape(),
         }
     }
     /// Number of stored values.
@@ -88,6 +92,7 @@ impl Output {
         match self {
             Output::Dense(d) => d.data.len(),
             Output::Coo(c) => c.nnz(),
+            Output::Sparse(t) => t.values().len(),
         }
     }
     /// The values.
@@ -95,6 +100,15 @@ impl Output {
         match self {
             Output::Dense(d) => &d.data,
             Output::Coo(c) => &c.values,
+            Output::Sparse(t) => t.values(),
+        }
+    }
+    /// The stored entries in coordinate form (sparse results; `None` for dense ones).
+    pub fn to_coo(&self) -> Option<CooTensor> {
+        match self {
+            Output::Dense(_) => None,
+            Output::Coo(c) => Some(c.clone()),
+            Output::Sparse(t) => Some(t.to_coo()),
         }
     }
 }
