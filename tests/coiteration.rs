@@ -105,12 +105,13 @@ fn operands() -> impl Strategy<Value = (usize, usize, Pattern, Pattern)> {
 }
 
 const INPUT_FORMATS: [&str; 4] = ["csr", "csc", "dcsr", "coo"];
-const OUTPUT_FORMATS: [&str; 3] = ["csr", "dcsr", "csc"];
+const OUTPUT_FORMATS: [&str; 4] = ["csr", "dcsr", "csc", "coo"];
 
 fn sparse_output(o: &Output) -> BTreeMap<(usize, usize), f64> {
-    let Output::Coo(c) = o else {
-        panic!("a sparse result")
+    let Output::Sparse(t) = o else {
+        panic!("a sparse result in its encoding's storage")
     };
+    let c = t.to_coo();
     let mut m = BTreeMap::new();
     for e in 0..c.nnz() {
         let v = c.values.get(e).expect("value").as_f64();
@@ -161,11 +162,19 @@ fn run_all_compiled(
     })
     .expect("interpreter runs (bounds checked)");
     let reference = c.k.reference(&fresh, inputs).expect("reference runs");
-    vec![
-        sparse_output(&c.k.output(&jit).expect("jit output")),
-        sparse_output(&c.k.output(&interp).expect("interp output")),
-        sparse_output(&reference),
-    ]
+    let outs = [
+        c.k.output(&jit).expect("jit output"),
+        c.k.output(&interp).expect("interp output"),
+        reference,
+    ];
+    // Every result comes back in the storage of the declared encoding.
+    let declared = c.k.assignment.output().encoding.as_ref();
+    for o in &outs {
+        if let (Output::Sparse(t), Some(enc)) = (o, declared) {
+            assert_eq!(t.encoding(), enc, "result storage in the declared encoding");
+        }
+    }
+    outs.iter().map(sparse_output).collect()
 }
 
 fn run_all(p: &Program, inputs: &BTreeMap<String, Input>) -> Vec<BTreeMap<(usize, usize), f64>> {
@@ -262,6 +271,50 @@ fn spadd_and_spmul_match_the_dense_reference() {
     }
 }
 
+/// SpAdd's result is the storage of C's encoding, array by array (MLIR's storage layout).
+#[test]
+fn sparse_results_are_stored_in_the_declared_encoding() {
+    use lacuna::ir::encoding::Lvl;
+    let a = coo(
+        (3, 3),
+        &[((0, 0), 1.0), ((0, 2), 2.0), ((2, 1), 3.0)].into(),
+    );
+    let b = coo((3, 3), &[((0, 2), 1.0), ((2, 0), 4.0)].into());
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(a)),
+        ("B".to_string(), Input::Coo(b)),
+    ]);
+    let arrays = |fc: &str, target: Target| {
+        let p = kernel("spadd", &[("C", fc)], transpose_allowed());
+        let r = run_coiteration(&p, &inputs, &BTreeMap::new(), target, 1).expect("runs");
+        let Output::Sparse(t) = &r.outputs["C"] else {
+            panic!("{fc}: the result in its encoding's storage")
+        };
+        let get = |x: Option<&lacuna::ir::storage::IndexArray>| x.map(|a| a.to_u64_vec());
+        let levels: Vec<_> = (0..2)
+            .map(|l| (get(t.positions(Lvl(l))), get(t.coordinates(Lvl(l)))))
+            .collect();
+        (levels, t.values().to_f64_vec())
+    };
+    // C = [[1, 0, 3], [0, 0, 0], [4, 3, 0]].
+    for target in [Target::Jit, Target::Interp, Target::InterpStage1] {
+        let (l, v) = arrays("csr", target);
+        assert_eq!(l[0], (None, None), "{target:?}");
+        assert_eq!(l[1], (Some(vec![0, 2, 2, 4]), Some(vec![0, 2, 0, 1])));
+        assert_eq!(v, vec![1.0, 3.0, 4.0, 3.0]);
+        let (l, v) = arrays("csc", target);
+        assert_eq!(l[1], (Some(vec![0, 2, 3, 4]), Some(vec![0, 2, 2, 0])));
+        assert_eq!(v, vec![1.0, 4.0, 3.0, 3.0]);
+        let (l, v) = arrays("dcsr", target);
+        assert_eq!(l[0], (Some(vec![0, 2]), Some(vec![0, 2])));
+        assert_eq!(l[1], (Some(vec![0, 2, 4]), Some(vec![0, 2, 0, 1])));
+        assert_eq!(v, vec![1.0, 3.0, 4.0, 3.0]);
+        let (l, v) = arrays("coo", target);
+        assert_eq!(l[0].0, Some(vec![0, 4]));
+        assert_eq!(v, vec![1.0, 3.0, 4.0, 3.0]);
+    }
+}
+
 #[test]
 fn spgemm_and_masked_spgemm_match_the_dense_reference() {
     let strategy = (
@@ -339,9 +392,7 @@ fn spmspv_and_galloping_intersections() {
     ]);
     let p = kernel("spmspv", &[], None);
     let r = run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1).expect("runs");
-    let Output::Coo(y) = &r.outputs["y"] else {
-        panic!("sparse y")
-    };
+    let y = &r.outputs["y"].to_coo().expect("sparse y");
     let mut want: BTreeMap<usize, f64> = BTreeMap::new();
     for (&(i, j), a) in &va {
         if let Some(xv) = x.get(&j) {
@@ -510,9 +561,7 @@ fn i8_operands_out_of_range_are_typed_errors() {
     ]);
     for target in [Target::Jit, Target::Interp, Target::InterpStage1] {
         let r = run_coiteration(&p, &inputs, &BTreeMap::new(), target, 1).expect("runs");
-        let Output::Coo(c) = &r.outputs["C"] else {
-            panic!("sparse")
-        };
+        let c = r.outputs["C"].to_coo().expect("sparse");
         assert_eq!(c.coords[0], vec![0, 2, 3], "{target:?}");
         assert_eq!(c.values, ArrayData::I8(vec![-56, -128, 127]), "{target:?}");
     }
@@ -676,9 +725,7 @@ fn mlir_is_equal_on_sparse_vectors() {
         k.k.output(&jit).expect("output"),
         k.k.reference(&fresh, &inputs).expect("reference"),
     ] {
-        let Output::Coo(c) = out else {
-            panic!("sparse")
-        };
+        let c = out.to_coo().expect("sparse");
         // Intersection {2, 5, 9}: equal, different, equal (i8 flags, as MLIR's).
         assert_eq!(c.coords[0], vec![2, 5, 9]);
         assert_eq!(c.values, ArrayData::I8(vec![1, 0, 1]));
@@ -719,9 +766,7 @@ fn custom_reductions_start_from_their_identity() {
         // Sparse result: only rows with entries.
         let enc = "Some(\"map = (d0) -> (d0 : compressed)\")";
         let r = run_coiteration(&product(enc), &inputs, &BTreeMap::new(), target, 1).expect("runs");
-        let Output::Coo(c) = &r.outputs["y"] else {
-            panic!("sparse y")
-        };
+        let c = r.outputs["y"].to_coo().expect("sparse y");
         assert_eq!(c.coords[0], vec![0, 2], "{}", target.name());
         assert_eq!(
             c.values,
@@ -877,11 +922,13 @@ fn coiteration_agrees_with_the_sparse_iteration_pipeline_on_format_kernels() {
                         (Output::Dense(g), Output::Dense(w)) => {
                             (g.data.to_f64_vec(), w.data.to_f64_vec())
                         }
-                        (Output::Coo(g), Output::Coo(w)) => {
+                        (g, w) => {
+                            let (Some(g), Some(w)) = (g.to_coo(), w.to_coo()) else {
+                                panic!("{name}/{fmt}: {out} kinds differ")
+                            };
                             assert_eq!(g.coords, w.coords, "{name}/{fmt}: pattern of {out}");
                             (g.values.to_f64_vec(), w.values.to_f64_vec())
                         }
-                        _ => panic!("{name}/{fmt}: {out} kinds differ"),
                     };
                     assert_eq!(gv.len(), wv.len(), "{name}/{fmt}: {out}");
                     let scale = wv.iter().fold(1.0f64, |m, v| m.max(v.abs()));

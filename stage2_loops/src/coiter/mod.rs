@@ -315,8 +315,101 @@ impl CoKernel {
         exec(Pass::Compute, &self.compute, b).map_err(|e| run_err(&self.compute, e))
     }
 
-    /// The result, read from bindings after [`CoKernel::run`].
+    /// The result, read from bindings after [`CoKernel::run`]: a dense array, or the storage
+    /// of the result's declared encoding (validated by the storage module's checks).
     pub fn output(&self, b: &Bindings) -> Result<Output, CoiterError> {
+        if self.plan.mode == OutMode::Dense {
+            return self.output_entries(b);
+        }
+        let out = self.assignment.output();
+        let enc = out.encoding.as_ref().expect("a sparse result is encoded");
+        let shape: Vec<usize> = out
+            .extents
+            .iter()
+            .map(|s| size_value(s, &b.params).unwrap_or(0) as usize)
+            .collect();
+        let bad = |e: lacuna_ir::storage::StorageError| CoiterError::Run {
+            pass: self.compute.name.clone(),
+            what: format!("result `{}` in {enc}: {e}", out.name),
+        };
+        if self.rows_are_levels() {
+            // Dense levels over the row variables, then one compressed level: the passes'
+            // positions and coordinates are that storage as they are.
+            let get = |n: String| {
+                b.buffers.get(&n).ok_or_else(|| CoiterError::Run {
+                    pass: self.compute.name.clone(),
+                    what: format!("result array `{n}` missing"),
+                })
+            };
+            let index = |a: &ArrayData| -> Vec<u64> {
+                a.to_i64_vec().into_iter().map(|x| x as u64).collect()
+            };
+            let pos = index(get(format!("{}.pos", out.name))?);
+            let crd = index(get(format!("{}.crd", out.name))?);
+            let values = get(lower::vals_name(&out.name))?.clone();
+            let nnz = pos.last().copied().unwrap_or(0) as usize;
+            let (crd, values) = if crd.len() > nnz {
+                // Never longer than the count; trimmed defensively for the checks below.
+                let keep: Vec<Scalar> = (0..nnz).filter_map(|e| values.get(e)).collect();
+                let mut v = ArrayData::zeros(values.dtype(), nnz);
+                for (e, x) in keep.into_iter().enumerate() {
+                    v.set(e, x);
+                }
+                (crd[..nnz].to_vec(), v)
+            } else {
+                (crd, values)
+            };
+            use lacuna_ir::storage::{IndexArray, Validation};
+            let wide = |v: &[u64]| {
+                IndexArray::from_u64s(lacuna_ir::encoding::IndexWidth::W64, v).expect("64-bit")
+            };
+            let t = SparseTensor::assemble(
+                enc,
+                &shape,
+                vec![wide(&pos), wide(&crd)],
+                values,
+                Validation::Checked,
+            )
+            .map_err(bad)?;
+            return Ok(Output::Sparse(t));
+        }
+        let coo = match self.output_entries(b)? {
+            Output::Coo(c) => c,
+            other => return Ok(other),
+        };
+        Ok(Output::Sparse(
+            SparseTensor::from_coo(&coo, enc).map_err(bad)?,
+        ))
+    }
+
+    /// Whether the result's encoding is dense levels over the row variables in iteration
+    /// order, then one unique, ordered compressed level over the innermost result variable.
+    pub fn rows_are_levels(&self) -> bool {
+        let out = self.assignment.output();
+        let Some(enc) = &out.encoding else {
+            return false;
+        };
+        let Some(last) = self.plan.last_var else {
+            return false;
+        };
+        let vars: Vec<usize> = self.plan.row_vars.iter().copied().chain([last]).collect();
+        let levels = enc.levels();
+        enc.is_permutation()
+            && levels.len() == vars.len()
+            && levels.iter().enumerate().all(|(l, spec)| {
+                let var = spec.expr.as_var().map(|d| out.vars[d.index()]);
+                let t = spec.lvl_type;
+                let kind_ok = if l + 1 == levels.len() {
+                    t.is_compressed() && t.is_unique() && t.is_ordered()
+                } else {
+                    t.is_dense()
+                };
+                var == Some(vars[l]) && kind_ok
+            })
+    }
+
+    /// The result as a dense array or as its entries in coordinate form.
+    pub fn output_entries(&self, b: &Bindings) -> Result<Output, CoiterError> {
         let a = &self.assignment;
         let out = a.output();
         let shape: Vec<usize> = out
@@ -552,6 +645,26 @@ fn reference(
 }
 
 fn finish_reference(
+    k: &CoKernel,
+    out: &notation::Tensor,
+    extents: &[usize],
+    result: BTreeMap<Vec<usize>, Scalar>,
+) -> Result<Output, CoiterError> {
+    match finish_reference_entries(k, out, extents, result)? {
+        Output::Coo(c) => {
+            let enc = out.encoding.as_ref().expect("a sparse result is encoded");
+            SparseTensor::from_coo(&c, enc)
+                .map(Output::Sparse)
+                .map_err(|e| CoiterError::Run {
+                    pass: "reference".into(),
+                    what: format!("result `{}` in {enc}: {e}", out.name),
+                })
+        }
+        other => Ok(other),
+    }
+}
+
+fn finish_reference_entries(
     k: &CoKernel,
     out: &notation::Tensor,
     extents: &[usize],
