@@ -315,6 +315,79 @@ fn sparse_results_are_stored_in_the_declared_encoding() {
     }
 }
 
+/// The entries a format stores for `entries` (blocked formats add their blocks' explicit
+/// zeros and padding), summed per coordinate: what co-iteration sees of a blocked operand.
+fn stored(
+    entries: &BTreeMap<(usize, usize), f64>,
+    shape: (usize, usize),
+    fmt: &str,
+) -> BTreeMap<(usize, usize), f64> {
+    let enc = lacuna::ir::encoding::parse_format(fmt).expect("format");
+    let t = lacuna::ir::storage::SparseTensor::from_coo(&coo(shape, entries), &enc)
+        .unwrap_or_else(|e| panic!("{fmt}: {e}"));
+    let c = t.to_coo();
+    let mut m = BTreeMap::new();
+    for e in 0..c.nnz() {
+        *m.entry((c.coords[0][e], c.coords[1][e])).or_insert(0.0) +=
+            c.values.get(e).expect("value").as_f64();
+    }
+    m
+}
+
+/// Blocked operands (BSR, ELL) are co-iterated through an unblocked copy: SpAdd and SpGEMM
+/// against the dense model over the entries the blocked storage holds.
+#[test]
+fn blocked_operands_are_co_iterated() {
+    let strategy = (
+        operands(),
+        1usize..7,
+        prop::collection::vec(any::<bool>(), 49),
+    );
+    for ((m, n, pa, pb), l, bits) in cases(strategy, cases_count()) {
+        let (va, vb) = (values_for(&pa, 1), values_for(&pb, 7));
+        let width = (0..m)
+            .map(|i| pa.iter().filter(|k| k.0 == i).count())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        for fa in [
+            "bsr(2,2)".to_string(),
+            "bsr(2,3)".into(),
+            format!("ell({width})"),
+        ] {
+            let sa = stored(&va, (m, n), &fa);
+            // SpAdd with B in CSR: the union of A's stored entries and B's.
+            let mut sum = sa.clone();
+            for (k, v) in &vb {
+                *sum.entry(*k).or_insert(0.0) += v;
+            }
+            let inputs = BTreeMap::from([
+                ("A".to_string(), Input::Coo(coo((m, n), &va))),
+                ("B".to_string(), Input::Coo(coo((m, n), &vb))),
+            ]);
+            let add = kernel("spadd", &[("A", fa.as_str())], None);
+            check(&run_all(&add, &inputs), &sum);
+            // SpGEMM A (m×n, blocked) times B2 (n×l, CSR).
+            let pb2 = pattern(n, l, &bits);
+            let vb2 = values_for(&pb2, 5);
+            let mut want: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+            for (&(i, k), a) in &sa {
+                for (&(k2, j), b) in &vb2 {
+                    if k == k2 {
+                        *want.entry((i, j)).or_insert(0.0) += a * b;
+                    }
+                }
+            }
+            let inputs = BTreeMap::from([
+                ("A".to_string(), Input::Coo(coo((m, n), &va))),
+                ("B".to_string(), Input::Coo(coo((n, l), &vb2))),
+            ]);
+            let gemm = kernel("spgemm", &[("A", fa.as_str())], None);
+            check(&run_all(&gemm, &inputs), &want);
+        }
+    }
+}
+
 #[test]
 fn spgemm_and_masked_spgemm_match_the_dense_reference() {
     let strategy = (

@@ -52,6 +52,11 @@ pub struct Plan {
     pub levels: Vec<Option<Vec<VLevel>>>,
     /// Whether operand `t` must be copied into `encodings[t]` before running.
     pub transposed: Vec<bool>,
+    /// Whether operand `t` is blocked (BSR, ELL: levels co-iteration cannot merge) and is
+    /// read from an unblocked copy (dense outermost level, compressed below, in dimension
+    /// order), made at bind time from its blocked storage: the blocks' explicit zeros and
+    /// padding stay stored entries, as the sparse-iteration pipeline iterates them.
+    pub unblocked: Vec<bool>,
     /// How the result is written.
     pub mode: OutMode,
     /// Result variables but the innermost, in iteration order (the row of a sparse result).
@@ -247,6 +252,19 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
     let mut encodings: Vec<Option<Encoding>> =
         a.tensors.iter().map(|t| t.encoding.clone()).collect();
     let mut transposed = vec![false; a.tensors.len()];
+    let mut unblocked = vec![false; a.tensors.len()];
+    for &t in &operands {
+        let enc = encodings[t].as_ref().expect("encoded operand");
+        if vlevels(enc).is_none() && enc.n_symbols() == 0 && !enc.has_slices() {
+            encodings[t] =
+                Some(
+                    unblocked_encoding(enc.dim_rank()).map_err(|e| CoiterError::Unsupported {
+                        what: format!("`{}`: no unblocked encoding: {e}", a.tensors[t].name),
+                    })?,
+                );
+            unblocked[t] = true;
+        }
+    }
     let order = match topo(&all) {
         Some(o) => o,
         None if a.transpose => {
@@ -256,7 +274,8 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
                 let pos = |v: usize| order.iter().position(|&x| x == v);
                 let ok = constraints(t).iter().all(|&(x, y)| pos(x) < pos(y));
                 if !ok {
-                    encodings[t] = Some(transpose_encoding(a, t, &order)?);
+                    let enc = encodings[t].clone().expect("encoded operand");
+                    encodings[t] = Some(transpose_encoding(a, t, &enc, &order)?);
                     transposed[t] = true;
                 }
             }
@@ -349,10 +368,27 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
         encodings,
         levels,
         transposed,
+        unblocked,
         mode,
         row_vars,
         last_var,
     })
+}
+
+/// `(d0 : dense, d1 : compressed, ...)`: the unblocked copy of a blocked operand of `rank`
+/// dimensions.
+fn unblocked_encoding(rank: usize) -> Result<Encoding, lacuna_ir::encoding::EncodingError> {
+    let dims: Vec<String> = (0..rank).map(|d| format!("d{d}")).collect();
+    let levels: Vec<String> = dims
+        .iter()
+        .enumerate()
+        .map(|(l, d)| format!("{d} : {}", if l == 0 { "dense" } else { "compressed" }))
+        .collect();
+    lacuna_ir::encoding::parse_format(&format!(
+        "map = ({}) -> ({})",
+        dims.join(", "),
+        levels.join(", ")
+    ))
 }
 
 /// Whether tensor `t` is stored sparsely (non-dense level) at variable `v`.
@@ -372,9 +408,13 @@ pub(crate) fn sparse_at(
 
 /// The encoding of `t` with its levels reordered to follow `order` (same level types per
 /// dimension, positions and coordinates as wide).
-fn transpose_encoding(a: &Assignment, t: usize, order: &[usize]) -> Result<Encoding, CoiterError> {
+fn transpose_encoding(
+    a: &Assignment,
+    t: usize,
+    enc: &Encoding,
+    order: &[usize],
+) -> Result<Encoding, CoiterError> {
     let tensor = &a.tensors[t];
-    let enc = tensor.encoding.as_ref().expect("encoded");
     if !enc.is_permutation() {
         return Err(CoiterError::Unsupported {
             what: format!(

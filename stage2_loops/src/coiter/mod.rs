@@ -176,9 +176,23 @@ impl CoKernel {
                     b.buffers.insert(tensor.name.clone(), data);
                 }
                 Some(enc) => {
-                    let st = match input {
-                        Input::Coo(c) => SparseTensor::from_coo(c, enc),
-                        Input::Dense(d) => SparseTensor::from_dense(d, enc),
+                    let st = if self.plan.unblocked[t] {
+                        // Through the operand's own blocked storage, whose stored entries
+                        // (the blocks' explicit zeros and padding included) the copy keeps.
+                        let blocked = tensor.encoding.as_ref().expect("encoded operand");
+                        let mut entries = match input {
+                            Input::Coo(c) => SparseTensor::from_coo(c, blocked),
+                            Input::Dense(d) => SparseTensor::from_dense(d, blocked),
+                        }
+                        .map_err(|e| bad(e.to_string()))?
+                        .to_coo();
+                        entries.sort_and_sum_duplicates();
+                        SparseTensor::from_coo(&entries, enc)
+                    } else {
+                        match input {
+                            Input::Coo(c) => SparseTensor::from_coo(c, enc),
+                            Input::Dense(d) => SparseTensor::from_dense(d, enc),
+                        }
                     }
                     .map_err(|e| bad(e.to_string()))?;
                     for l in 0..enc.lvl_rank() {
