@@ -63,6 +63,16 @@ pub struct Plan {
     pub row_vars: Vec<usize>,
     /// The innermost result variable (sparse results).
     pub last_var: Option<usize>,
+    /// Workspace results whose one row variable is iterated first over its dense range: both
+    /// passes loop over rows `[row_lo, row_hi)` given as parameters (see [`row_range_params`]),
+    /// so rows can run in parallel chunks, each chunk with its own workspace.
+    pub parallel_rows: bool,
+}
+
+/// The parameters bounding the row loop of a [`Plan::parallel_rows`] kernel whose result is
+/// `out`: first row and one past the last.
+pub fn row_range_params(out: &str) -> (String, String) {
+    (format!("{out}.row_lo"), format!("{out}.row_hi"))
 }
 
 /// Which pass a function is.
@@ -363,6 +373,10 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
             }
         }
     }
+    let parallel_rows = matches!(mode, OutMode::Workspace { .. })
+        && row_vars.len() == 1
+        && order.first() == row_vars.first()
+        && !operands.iter().any(|&t| sparse_at(a, &levels, t, order[0]));
     Ok(Plan {
         order,
         encodings,
@@ -372,6 +386,7 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
         mode,
         row_vars,
         last_var,
+        parallel_rows,
     })
 }
 
@@ -477,9 +492,14 @@ pub fn generate(a: &Assignment, plan: &Plan, pass: Pass) -> Result<Func, CoiterE
         Pass::Count => format!("{}_count", a.name),
         Pass::Compute => a.name.clone(),
     };
+    let mut params = a.params.clone();
+    if plan.parallel_rows {
+        let (lo, hi) = row_range_params(&a.output().name);
+        params.extend([lo, hi]);
+    }
     Ok(crate::passes::simplify::simplify(Func {
         name,
-        params: a.params.clone(),
+        params,
         axes: vec![],
         buffers: buffers(a, plan, pass),
         body,
@@ -742,10 +762,17 @@ impl Gen<'_> {
                 body.push(decl("out.q", load(&pos, i64v(&var))));
             }
             body.extend(self.case(depth, v, top, levels, &[], reduce_below)?);
+            // Workspace rows in chunks: the caller gives the range (and a workspace per chunk).
+            let (start, end) = if depth == 0 && self.plan.parallel_rows {
+                let (lo, hi) = row_range_params(&self.a.output().name);
+                (Expr::Param(lo), Expr::Param(hi))
+            } else {
+                (Expr::i64(0), n)
+            };
             out.push(Stmt::For {
                 var: var.clone(),
-                start: Expr::i64(0),
-                end: n,
+                start,
+                end,
                 kind: if parallel {
                     ForKind::Parallel
                 } else {
@@ -1142,6 +1169,9 @@ impl Gen<'_> {
             }
             Pass::Compute => {
                 out.extend(self.heap_sort(&list, &cnt));
+                // The row's entries start where the count pass put them: rows need not run
+                // in order.
+                out.push(assign("out.q", load(&pos, row_index(self.a, self.plan))));
                 out.push(Stmt::For {
                     var: t.clone(),
                     start: Expr::i64(0),

@@ -16,7 +16,7 @@ pub mod lower;
 pub mod notation;
 
 pub use lattice::{Lattice, Point};
-pub use lower::{OutMode, Pass, Plan};
+pub use lower::{row_range_params, OutMode, Pass, Plan};
 pub use notation::{analyze, is_coiteration, Assignment, TExpr, TRegion};
 
 use crate::ir::Func;
@@ -305,6 +305,13 @@ impl CoKernel {
             pass: f.name.clone(),
             what,
         };
+        if self.plan.parallel_rows {
+            // All rows; a caller running chunks sets its own range per chunk.
+            let (lo, hi) = lower::row_range_params(&out.name);
+            let rows = self.rows(&b.params)?;
+            b.params.insert(lo, 0);
+            b.params.insert(hi, rows as i64);
+        }
         if let Some(count) = &self.count {
             let pos_name = format!("{}.pos", out.name);
             let rows = self.rows(&b.params)?;
