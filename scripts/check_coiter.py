@@ -7,6 +7,8 @@ pattern of the result's non-zeros equals scipy's, and max |C - C_ref| <= 1e-12 *
 reports 1.0 even for bit-identical results.)
 
 usage: check_coiter.py --bin build/release/lacuna --dir DIR --matrices A.mtx ...
+       [--kernels spadd spgemm] [--pairs T R]   (T: A with its transpose, R: with a random mask;
+       A @ A.T of a large graph can need many GB in scipy)
 """
 import argparse
 import os
@@ -24,6 +26,8 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--matrices", nargs="+", required=True)
+    ap.add_argument("--kernels", nargs="+", default=["spadd", "spgemm"])
+    ap.add_argument("--pairs", nargs="+", default=["T", "R"])
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="lacuna-coiter-")
     fails, done = [], 0
@@ -32,11 +36,24 @@ def main():
         A.sum_duplicates()
         if A.shape[0] != A.shape[1]:
             continue
-        R = sp.random(A.shape[0], A.shape[1], density=min(1.0, 2.0 / A.shape[1]), random_state=3, format="csr")
+        n = A.shape[0]
+        if n * n <= 10**8:
+            R = sp.random(n, n, density=min(1.0, 2.0 / n), random_state=3, format="csr")
+        else:
+            # sp.random draws from all n*n positions (GBs for large graphs): draw 2n instead.
+            rng = np.random.default_rng(3)
+            R = sp.coo_matrix((rng.random(2 * n), (rng.integers(0, n, 2 * n), rng.integers(0, n, 2 * n))),
+                              shape=(n, n)).tocsr()
+            R.sum_duplicates()
         scipy.io.mmwrite(f"{tmp}/A.mtx", A)
         for tag, B in (("T", A.T.tocsr()), ("R", R)):
+            if tag not in a.pairs:
+                continue
             scipy.io.mmwrite(f"{tmp}/B.mtx", B)
-            for kernel, ref in (("spadd", A + B), ("spgemm", A @ B)):
+            for kernel, ref in (("spadd", lambda: A + B), ("spgemm", lambda: A @ B)):
+                if kernel not in a.kernels:
+                    continue
+                ref = ref()
                 out = f"{tmp}/C.mtx"
                 if os.path.exists(out):
                     os.remove(out)

@@ -263,6 +263,14 @@ pub fn write_output(name: &str, out: &Output, path: &Path) -> Result<(), DriverE
         path: path.to_path_buf(),
         why: why.into(),
     };
+    let converted;
+    let out = match out {
+        Output::Sparse(t) => {
+            converted = Output::Coo(t.to_coo());
+            &converted
+        }
+        other => other,
+    };
     match (out, ext.as_deref()) {
         (Output::Dense(d), Some("npy")) => write_npy(path, d)?,
         (Output::Dense(d), Some("mtx")) => write_mtx_array(path, d)?,
@@ -781,12 +789,17 @@ pub fn coiteration_once(
     Ok(match (compiled, target) {
         (_, Target::InterpStage1) => k.reference(b, inputs)?,
         (Some((count, compute)), _) => {
+            let threads = rayon::current_num_threads();
             k.run(b, &mut |pass, _, b| {
                 let kernel = match pass {
                     Pass::Count => count.as_ref().ok_or("no count pass")?,
                     Pass::Compute => compute,
                 };
-                kernel.run(b).map_err(|e| e.to_string())
+                if k.plan.parallel_rows && threads > 1 {
+                    run_row_chunks(k, kernel, pass, b, threads)
+                } else {
+                    kernel.run(b).map_err(|e| e.to_string())
+                }
             })?;
             k.output(b)?
         }
@@ -797,6 +810,114 @@ pub fn coiteration_once(
             k.output(b)?
         }
     })
+}
+
+/// Runs one pass of a [`lacuna_stage2::coiter::Plan::parallel_rows`] kernel over chunks of
+/// rows in parallel on rayon's current pool, one workspace per chunk (allocated once per chunk,
+/// not per row). Chunks hold equal numbers of rows plus result entries (the count pass's
+/// positions, for the compute pass); every row runs the same code as in a serial run, so
+/// results are bit-identical for any number of threads.
+fn run_row_chunks(
+    k: &lacuna_stage2::coiter::CoKernel,
+    kernel: &CompiledKernel,
+    pass: lacuna_stage2::coiter::Pass,
+    b: &mut Bindings,
+    threads: usize,
+) -> Result<(), String> {
+    use lacuna_target::{RawArray, RawBindings};
+    use rayon::prelude::*;
+    let out = k.assignment.output();
+    let (lo_name, hi_name) = lacuna_stage2::coiter::row_range_params(&out.name);
+    let rows = *b.params.get(&hi_name).ok_or("row range not set")?;
+    let workspace = [
+        format!("{}.w", out.name),
+        format!("{}.flag", out.name),
+        format!("{}.list", out.name),
+    ];
+    let width = b
+        .buffers
+        .get(&workspace[1])
+        .map(|a| a.len())
+        .ok_or("workspace not allocated")?;
+    // Chunk bounds: the first row whose weight reaches each share.
+    let chunks = (threads as i64).min(rows).max(1);
+    let pos = b
+        .buffers
+        .get(&format!("{}.pos", out.name))
+        .map(|p| p.to_i64_vec());
+    let weight = |r: i64| -> i64 {
+        match (pass, &pos) {
+            (lacuna_stage2::coiter::Pass::Compute, Some(p)) => r + p[r as usize],
+            _ => r,
+        }
+    };
+    let total = weight(rows);
+    let mut bounds = vec![0i64];
+    for c in 1..chunks {
+        let target = (total as i128 * c as i128 / chunks as i128) as i64;
+        let (mut a, mut z) = (*bounds.last().unwrap_or(&0), rows);
+        while a < z {
+            let mid = a + (z - a) / 2;
+            if weight(mid) < target {
+                a = mid + 1;
+            } else {
+                z = mid;
+            }
+        }
+        bounds.push(a);
+    }
+    bounds.push(rows);
+    // Every other array is shared: inputs are read, and chunks write disjoint rows of the
+    // result (`pos[r + 1]` in the count pass, `crd`/`vals` from `pos[r]` in the compute pass).
+    let mut shared = RawBindings {
+        params: b.params.clone(),
+        ..RawBindings::default()
+    };
+    for (name, a) in b.buffers.iter_mut() {
+        if !workspace.contains(name) {
+            let raw = RawArray {
+                len: a.len(),
+                dtype: a.dtype(),
+                ptr: a.as_mut_ptr(),
+            };
+            shared.buffers.insert(name.clone(), raw);
+        }
+    }
+    struct Shared(RawBindings);
+    // SAFETY: the arrays outlive the parallel section (`b` is borrowed mutably throughout);
+    // chunks read the inputs and write disjoint elements of the outputs, as above.
+    unsafe impl Sync for Shared {}
+    let shared = Shared(shared);
+    let shared = &shared;
+    let out_dtype = out.dtype;
+    let results: Vec<Result<(), String>> = (0..chunks as usize)
+        .into_par_iter()
+        .map(|c| {
+            let (lo, hi) = (bounds[c], bounds[c + 1]);
+            if lo >= hi {
+                return Ok(());
+            }
+            let mut w = lacuna_ir::ArrayData::zeros(out_dtype, width);
+            let mut flag = lacuna_ir::ArrayData::zeros(lacuna_ir::DType::I64, width);
+            let mut list = lacuna_ir::ArrayData::zeros(lacuna_ir::DType::I64, width);
+            let mut mine = shared.0.clone();
+            mine.params.insert(lo_name.clone(), lo);
+            mine.params.insert(hi_name.clone(), hi);
+            for (name, a) in workspace.iter().zip([&mut w, &mut flag, &mut list]) {
+                let raw = RawArray {
+                    len: a.len(),
+                    dtype: a.dtype(),
+                    ptr: a.as_mut_ptr(),
+                };
+                mine.buffers.insert(name.clone(), raw);
+            }
+            // SAFETY: the bindings were consistent for the whole row range (checked by
+            // `CoKernel::bind` and the count pass); this chunk's rows are a sub-range with
+            // its own workspace, and no other chunk writes what it writes.
+            unsafe { kernel.run_raw(&mine) }.map_err(|e| e.to_string())
+        })
+        .collect();
+    results.into_iter().collect()
 }
 
 /// The entries of a tensor file as a coordinate tensor (dense arrays keep their non-zeros).

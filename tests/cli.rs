@@ -379,6 +379,7 @@ fn check_matrix(path: &Path) {
         let got = match out {
             Output::Dense(d) => d.data.to_f64_vec(),
             Output::Coo(c) => c.values.to_f64_vec(),
+            Output::Sparse(t) => t.values().to_f64_vec(),
         };
         let want = reference(&coo, name, &dense);
         assert_eq!(got.len(), want.len(), "{name} on {}", path.display());

@@ -105,12 +105,13 @@ fn operands() -> impl Strategy<Value = (usize, usize, Pattern, Pattern)> {
 }
 
 const INPUT_FORMATS: [&str; 4] = ["csr", "csc", "dcsr", "coo"];
-const OUTPUT_FORMATS: [&str; 3] = ["csr", "dcsr", "csc"];
+const OUTPUT_FORMATS: [&str; 4] = ["csr", "dcsr", "csc", "coo"];
 
 fn sparse_output(o: &Output) -> BTreeMap<(usize, usize), f64> {
-    let Output::Coo(c) = o else {
-        panic!("a sparse result")
+    let Output::Sparse(t) = o else {
+        panic!("a sparse result in its encoding's storage")
     };
+    let c = t.to_coo();
     let mut m = BTreeMap::new();
     for e in 0..c.nnz() {
         let v = c.values.get(e).expect("value").as_f64();
@@ -161,11 +162,19 @@ fn run_all_compiled(
     })
     .expect("interpreter runs (bounds checked)");
     let reference = c.k.reference(&fresh, inputs).expect("reference runs");
-    vec![
-        sparse_output(&c.k.output(&jit).expect("jit output")),
-        sparse_output(&c.k.output(&interp).expect("interp output")),
-        sparse_output(&reference),
-    ]
+    let outs = [
+        c.k.output(&jit).expect("jit output"),
+        c.k.output(&interp).expect("interp output"),
+        reference,
+    ];
+    // Every result comes back in the storage of the declared encoding.
+    let declared = c.k.assignment.output().encoding.as_ref();
+    for o in &outs {
+        if let (Output::Sparse(t), Some(enc)) = (o, declared) {
+            assert_eq!(t.encoding(), enc, "result storage in the declared encoding");
+        }
+    }
+    outs.iter().map(sparse_output).collect()
 }
 
 fn run_all(p: &Program, inputs: &BTreeMap<String, Input>) -> Vec<BTreeMap<(usize, usize), f64>> {
@@ -262,6 +271,219 @@ fn spadd_and_spmul_match_the_dense_reference() {
     }
 }
 
+/// SpAdd's result is the storage of C's encoding, array by array (MLIR's storage layout).
+#[test]
+fn sparse_results_are_stored_in_the_declared_encoding() {
+    use lacuna::ir::encoding::Lvl;
+    let a = coo(
+        (3, 3),
+        &[((0, 0), 1.0), ((0, 2), 2.0), ((2, 1), 3.0)].into(),
+    );
+    let b = coo((3, 3), &[((0, 2), 1.0), ((2, 0), 4.0)].into());
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(a)),
+        ("B".to_string(), Input::Coo(b)),
+    ]);
+    let arrays = |fc: &str, target: Target| {
+        let p = kernel("spadd", &[("C", fc)], transpose_allowed());
+        let r = run_coiteration(&p, &inputs, &BTreeMap::new(), target, 1).expect("runs");
+        let Output::Sparse(t) = &r.outputs["C"] else {
+            panic!("{fc}: the result in its encoding's storage")
+        };
+        let get = |x: Option<&lacuna::ir::storage::IndexArray>| x.map(|a| a.to_u64_vec());
+        let levels: Vec<_> = (0..2)
+            .map(|l| (get(t.positions(Lvl(l))), get(t.coordinates(Lvl(l)))))
+            .collect();
+        (levels, t.values().to_f64_vec())
+    };
+    // C = [[1, 0, 3], [0, 0, 0], [4, 3, 0]].
+    for target in [Target::Jit, Target::Interp, Target::InterpStage1] {
+        let (l, v) = arrays("csr", target);
+        assert_eq!(l[0], (None, None), "{target:?}");
+        assert_eq!(l[1], (Some(vec![0, 2, 2, 4]), Some(vec![0, 2, 0, 1])));
+        assert_eq!(v, vec![1.0, 3.0, 4.0, 3.0]);
+        let (l, v) = arrays("csc", target);
+        assert_eq!(l[1], (Some(vec![0, 2, 3, 4]), Some(vec![0, 2, 2, 0])));
+        assert_eq!(v, vec![1.0, 4.0, 3.0, 3.0]);
+        let (l, v) = arrays("dcsr", target);
+        assert_eq!(l[0], (Some(vec![0, 2]), Some(vec![0, 2])));
+        assert_eq!(l[1], (Some(vec![0, 2, 4]), Some(vec![0, 2, 0, 1])));
+        assert_eq!(v, vec![1.0, 3.0, 4.0, 3.0]);
+        let (l, v) = arrays("coo", target);
+        assert_eq!(l[0].0, Some(vec![0, 4]));
+        assert_eq!(v, vec![1.0, 3.0, 4.0, 3.0]);
+    }
+}
+
+/// The entries a format stores for `entries` (blocked formats add their blocks' explicit
+/// zeros and padding), summed per coordinate: what co-iteration sees of a blocked operand.
+fn stored(
+    entries: &BTreeMap<(usize, usize), f64>,
+    shape: (usize, usize),
+    fmt: &str,
+) -> BTreeMap<(usize, usize), f64> {
+    let enc = lacuna::ir::encoding::parse_format(fmt).expect("format");
+    let t = lacuna::ir::storage::SparseTensor::from_coo(&coo(shape, entries), &enc)
+        .unwrap_or_else(|e| panic!("{fmt}: {e}"));
+    let c = t.to_coo();
+    let mut m = BTreeMap::new();
+    for e in 0..c.nnz() {
+        *m.entry((c.coords[0][e], c.coords[1][e])).or_insert(0.0) +=
+            c.values.get(e).expect("value").as_f64();
+    }
+    m
+}
+
+/// Blocked operands (BSR, ELL) are co-iterated through an unblocked copy: SpAdd and SpGEMM
+/// against the dense model over the entries the blocked storage holds.
+#[test]
+fn blocked_operands_are_co_iterated() {
+    let strategy = (
+        operands(),
+        1usize..7,
+        prop::collection::vec(any::<bool>(), 49),
+    );
+    for ((m, n, pa, pb), l, bits) in cases(strategy, cases_count()) {
+        let (va, vb) = (values_for(&pa, 1), values_for(&pb, 7));
+        let width = (0..m)
+            .map(|i| pa.iter().filter(|k| k.0 == i).count())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        for fa in [
+            "bsr(2,2)".to_string(),
+            "bsr(2,3)".into(),
+            format!("ell({width})"),
+        ] {
+            let sa = stored(&va, (m, n), &fa);
+            // SpAdd with B in CSR: the union of A's stored entries and B's.
+            let mut sum = sa.clone();
+            for (k, v) in &vb {
+                *sum.entry(*k).or_insert(0.0) += v;
+            }
+            let inputs = BTreeMap::from([
+                ("A".to_string(), Input::Coo(coo((m, n), &va))),
+                ("B".to_string(), Input::Coo(coo((m, n), &vb))),
+            ]);
+            let add = kernel("spadd", &[("A", fa.as_str())], None);
+            check(&run_all(&add, &inputs), &sum);
+            // SpGEMM A (m×n, blocked) times B2 (n×l, CSR).
+            let pb2 = pattern(n, l, &bits);
+            let vb2 = values_for(&pb2, 5);
+            let mut want: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+            for (&(i, k), a) in &sa {
+                for (&(k2, j), b) in &vb2 {
+                    if k == k2 {
+                        *want.entry((i, j)).or_insert(0.0) += a * b;
+                    }
+                }
+            }
+            let inputs = BTreeMap::from([
+                ("A".to_string(), Input::Coo(coo((m, n), &va))),
+                ("B".to_string(), Input::Coo(coo((n, l), &vb2))),
+            ]);
+            let gemm = kernel("spgemm", &[("A", fa.as_str())], None);
+            check(&run_all(&gemm, &inputs), &want);
+        }
+    }
+}
+
+/// Values with many distinct magnitudes, so that a different order of additions would show.
+fn rough_values(p: &Pattern, seed: u64) -> BTreeMap<(usize, usize), f64> {
+    p.iter()
+        .enumerate()
+        .map(|(e, &k)| {
+            let x = (e as u64 + 1)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(seed);
+            (
+                k,
+                ((x >> 11) as f64 / (1u64 << 53) as f64 - 0.3) * 10f64.powi((x % 7) as i32 - 3),
+            )
+        })
+        .collect()
+}
+
+/// SpGEMM's rows run in parallel chunks (one workspace per chunk) and give bit-identical
+/// results at 1 to 4 threads, also on skewed operands (one dense row, many empty rows); the
+/// result matches the stage-II interpreter (serial) bit for bit.
+#[test]
+fn parallel_workspace_rows_are_bit_identical_to_serial() {
+    let m = 64;
+    let n = 48;
+    let l = 40;
+    let mut operands = Vec::new();
+    // Skewed: row 5 dense, rows 0..m mostly empty; B dense in a few rows.
+    let mut pa: Pattern = (0..l).map(|k| (5, k)).collect();
+    pa.extend([(0, 1), (63, 39), (30, 7)]);
+    let pb: Pattern = (0..l)
+        .flat_map(|k| {
+            (0..n)
+                .filter(move |j| (j * 7 + k * 3) % 5 == 0)
+                .map(move |j| (k, j))
+        })
+        .collect();
+    operands.push((pa, pb));
+    // Uniform random-ish patterns.
+    let bits: Vec<bool> = (0..97).map(|x| (x * 37 + 11) % 7 < 2).collect();
+    operands.push((pattern(m, l, &bits), pattern(l, n, &bits[3..])));
+    // Empty A.
+    operands.push((Pattern::new(), pattern(l, n, &bits)));
+    for fc in ["csr", "dcsr", "csc"] {
+        let p = kernel("spgemm", &[("C", fc)], None);
+        let k = CoKernel::new(&p).expect("compiles");
+        assert!(k.plan.parallel_rows, "spgemm rows run in chunks");
+        let opts = lacuna::target::CodegenOptions::default();
+        let count = k
+            .count
+            .as_ref()
+            .map(|f| lacuna::target::compile(f, &opts).expect("count"));
+        let compute = lacuna::target::compile(&k.compute, &opts).expect("compute");
+        let compiled = (count, compute);
+        for (pa, pb) in &operands {
+            let inputs = BTreeMap::from([
+                (
+                    "A".to_string(),
+                    Input::Coo(coo((m, l), &rough_values(pa, 1))),
+                ),
+                (
+                    "B".to_string(),
+                    Input::Coo(coo((l, n), &rough_values(pb, 2))),
+                ),
+            ]);
+            let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
+            let run = |threads: usize, target: Target| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .expect("pool");
+                pool.install(|| {
+                    let mut b = fresh.clone();
+                    let c = (target == Target::Jit).then_some(&compiled);
+                    lacuna::driver::coiteration_once(&k, c, target, &mut b, &inputs).expect("runs")
+                })
+            };
+            let serial = run(1, Target::Jit);
+            let interp = run(1, Target::Interp);
+            let bits_of = |o: &Output| {
+                let c = o.to_coo().expect("sparse");
+                let v: Vec<u64> = c.values.to_f64_vec().iter().map(|x| x.to_bits()).collect();
+                (c.coords, v)
+            };
+            assert_eq!(
+                bits_of(&serial),
+                bits_of(&interp),
+                "{fc}: JIT vs interpreter"
+            );
+            for threads in 2..=4 {
+                let par = run(threads, Target::Jit);
+                assert_eq!(bits_of(&par), bits_of(&serial), "{fc}: {threads} threads");
+                assert_eq!(par, serial, "{fc}: {threads} threads, same storage");
+            }
+        }
+    }
+}
+
 #[test]
 fn spgemm_and_masked_spgemm_match_the_dense_reference() {
     let strategy = (
@@ -339,9 +561,7 @@ fn spmspv_and_galloping_intersections() {
     ]);
     let p = kernel("spmspv", &[], None);
     let r = run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1).expect("runs");
-    let Output::Coo(y) = &r.outputs["y"] else {
-        panic!("sparse y")
-    };
+    let y = &r.outputs["y"].to_coo().expect("sparse y");
     let mut want: BTreeMap<usize, f64> = BTreeMap::new();
     for (&(i, j), a) in &va {
         if let Some(xv) = x.get(&j) {
@@ -480,6 +700,53 @@ fn shape_mismatch_and_missing_inputs_are_typed_errors() {
         Ok(_) => panic!("a missing input must be an error"),
     };
     assert!(err.to_string().contains("`B`"), "{err}");
+}
+
+#[test]
+fn i8_operands_out_of_range_are_typed_errors() {
+    let p = kernel_text(
+        r#"(
+    version: 1, name: "add8", params: ["n"],
+    axes: [(name: "I", kind: DenseFixed(n: "n"))],
+    buffers: [
+        (name: "A", axes: ["I"], dtype: I8, encoding: Some("map = (d0) -> (d0 : compressed)")),
+        (name: "B", axes: ["I"], dtype: I8, encoding: Some("map = (d0) -> (d0 : compressed)")),
+        (name: "C", axes: ["I"], dtype: I8, role: Output, encoding: Some("map = (d0) -> (d0 : compressed)")),
+    ],
+    body: [Iter((name: "add8", axes: ["I"], kinds: "S", vars: ["i"], body: [Store("C[i] = A[i] + B[i]")]))],
+)"#,
+    );
+    let vec_input = |entries: &[(usize, i64)]| {
+        Input::Coo(CooTensor {
+            shape: vec![4],
+            coords: vec![entries.iter().map(|e| e.0).collect()],
+            values: ArrayData::I64(entries.iter().map(|e| e.1).collect()),
+        })
+    };
+    // In range: i8 arithmetic wraps (100 + 100 = -56), as `i8::wrapping_add`.
+    let inputs = BTreeMap::from([
+        ("A".to_string(), vec_input(&[(0, 100), (2, -128)])),
+        ("B".to_string(), vec_input(&[(0, 100), (3, 127)])),
+    ]);
+    for target in [Target::Jit, Target::Interp, Target::InterpStage1] {
+        let r = run_coiteration(&p, &inputs, &BTreeMap::new(), target, 1).expect("runs");
+        let c = r.outputs["C"].to_coo().expect("sparse");
+        assert_eq!(c.coords[0], vec![0, 2, 3], "{target:?}");
+        assert_eq!(c.values, ArrayData::I8(vec![-56, -128, 127]), "{target:?}");
+    }
+    let inputs = BTreeMap::from([
+        ("A".to_string(), vec_input(&[(0, 100), (2, 300)])),
+        ("B".to_string(), vec_input(&[(0, 1)])),
+    ]);
+    let err = match run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1) {
+        Err(e) => e,
+        Ok(_) => panic!("300 does not fit i8"),
+    };
+    assert!(
+        matches!(err, DriverError::Coiter(CoiterError::Input { ref buffer, .. }) if buffer == "A"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("300"), "{err}");
 }
 
 #[test]
@@ -627,12 +894,10 @@ fn mlir_is_equal_on_sparse_vectors() {
         k.k.output(&jit).expect("output"),
         k.k.reference(&fresh, &inputs).expect("reference"),
     ] {
-        let Output::Coo(c) = out else {
-            panic!("sparse")
-        };
-        // Intersection {2, 5, 9}: equal, different, equal (i32 flags).
+        let c = out.to_coo().expect("sparse");
+        // Intersection {2, 5, 9}: equal, different, equal (i8 flags, as MLIR's).
         assert_eq!(c.coords[0], vec![2, 5, 9]);
-        assert_eq!(c.values, ArrayData::I32(vec![1, 0, 1]));
+        assert_eq!(c.values, ArrayData::I8(vec![1, 0, 1]));
     }
 }
 
@@ -670,9 +935,7 @@ fn custom_reductions_start_from_their_identity() {
         // Sparse result: only rows with entries.
         let enc = "Some(\"map = (d0) -> (d0 : compressed)\")";
         let r = run_coiteration(&product(enc), &inputs, &BTreeMap::new(), target, 1).expect("runs");
-        let Output::Coo(c) = &r.outputs["y"] else {
-            panic!("sparse y")
-        };
+        let c = r.outputs["y"].to_coo().expect("sparse y");
         assert_eq!(c.coords[0], vec![0, 2], "{}", target.name());
         assert_eq!(
             c.values,
@@ -828,11 +1091,13 @@ fn coiteration_agrees_with_the_sparse_iteration_pipeline_on_format_kernels() {
                         (Output::Dense(g), Output::Dense(w)) => {
                             (g.data.to_f64_vec(), w.data.to_f64_vec())
                         }
-                        (Output::Coo(g), Output::Coo(w)) => {
+                        (g, w) => {
+                            let (Some(g), Some(w)) = (g.to_coo(), w.to_coo()) else {
+                                panic!("{name}/{fmt}: {out} kinds differ")
+                            };
                             assert_eq!(g.coords, w.coords, "{name}/{fmt}: pattern of {out}");
                             (g.values.to_f64_vec(), w.values.to_f64_vec())
                         }
-                        _ => panic!("{name}/{fmt}: {out} kinds differ"),
                     };
                     assert_eq!(gv.len(), wv.len(), "{name}/{fmt}: {out}");
                     let scale = wv.iter().fold(1.0f64, |m, v| m.max(v.abs()));
@@ -927,4 +1192,42 @@ fn n_of_m_operands_are_co_iterated() {
 
 fn kernel_named(name: &str, formats: &[(&str, &str)]) -> Program {
     kernel(name, formats, None)
+}
+
+/// `lacuna run --threads N` on SpGEMM and SpAdd of a real matrix with itself writes the same
+/// file at 1 to 4 threads (same entries, same bits).
+#[test]
+fn cli_threads_give_identical_results() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = root.join("tests/data/west0479.mtx");
+    for kernel in ["spgemm", "spadd"] {
+        let mut first: Option<Vec<u8>> = None;
+        for threads in 1..=4 {
+            let out = dir.path().join(format!("{kernel}_{threads}.mtx"));
+            let r = std::process::Command::new(env!("CARGO_BIN_EXE_lacuna"))
+                .current_dir(root)
+                .args(["run", &format!("examples/{kernel}.ron"), "--threads"])
+                .arg(threads.to_string())
+                .arg("--input")
+                .arg(format!("A={}", data.display()))
+                .arg("--input")
+                .arg(format!("B={}", data.display()))
+                .arg("--out")
+                .arg(format!("C={}", out.display()))
+                .output()
+                .expect("lacuna runs");
+            assert!(
+                r.status.success(),
+                "{kernel} --threads {threads}: {}",
+                String::from_utf8_lossy(&r.stderr)
+            );
+            let bytes = std::fs::read(&out).expect("result written");
+            assert!(bytes.len() > 100, "{kernel}: a non-trivial result");
+            match &first {
+                None => first = Some(bytes),
+                Some(f) => assert!(f == &bytes, "{kernel}: --threads {threads} differs from 1"),
+            }
+        }
+    }
 }

@@ -10,6 +10,8 @@ pub enum ArrayData {
     F32(Vec<f32>),
     /// 64-bit floats.
     F64(Vec<f64>),
+    /// 8-bit integers.
+    I8(Vec<i8>),
     /// 32-bit integers.
     I32(Vec<i32>),
     /// 64-bit integers.
@@ -22,6 +24,7 @@ impl ArrayData {
         match dtype {
             DType::F32 => ArrayData::F32(vec![0.0; len]),
             DType::F64 => ArrayData::F64(vec![0.0; len]),
+            DType::I8 => ArrayData::I8(vec![0; len]),
             DType::I32 | DType::Bool => ArrayData::I32(vec![0; len]),
             DType::I64 => ArrayData::I64(vec![0; len]),
         }
@@ -37,6 +40,7 @@ impl ArrayData {
         Some(match dtype {
             DType::F32 => ArrayData::F32(zeros(len)?),
             DType::F64 => ArrayData::F64(zeros(len)?),
+            DType::I8 => ArrayData::I8(zeros(len)?),
             DType::I32 | DType::Bool => ArrayData::I32(zeros(len)?),
             DType::I64 => ArrayData::I64(zeros(len)?),
         })
@@ -54,6 +58,7 @@ impl ArrayData {
         match self {
             ArrayData::F32(_) => DType::F32,
             ArrayData::F64(_) => DType::F64,
+            ArrayData::I8(_) => DType::I8,
             ArrayData::I32(_) => DType::I32,
             ArrayData::I64(_) => DType::I64,
         }
@@ -63,6 +68,7 @@ impl ArrayData {
         match self {
             ArrayData::F32(v) => v.len(),
             ArrayData::F64(v) => v.len(),
+            ArrayData::I8(v) => v.len(),
             ArrayData::I32(v) => v.len(),
             ArrayData::I64(v) => v.len(),
         }
@@ -76,6 +82,7 @@ impl ArrayData {
         Some(match self {
             ArrayData::F32(v) => Scalar::F32(*v.get(i)?),
             ArrayData::F64(v) => Scalar::F64(*v.get(i)?),
+            ArrayData::I8(v) => Scalar::I8(*v.get(i)?),
             ArrayData::I32(v) => Scalar::I32(*v.get(i)?),
             ArrayData::I64(v) => Scalar::I64(*v.get(i)?),
         })
@@ -88,6 +95,7 @@ impl ArrayData {
         match self {
             ArrayData::F32(v) => v[i] = value.cast(DType::F32).as_f64() as f32,
             ArrayData::F64(v) => v[i] = value.as_f64(),
+            ArrayData::I8(v) => v[i] = value.cast(DType::I8).as_i64() as i8,
             ArrayData::I32(v) => v[i] = value.cast(DType::I32).as_i64() as i32,
             ArrayData::I64(v) => v[i] = value.as_i64(),
         }
@@ -98,6 +106,7 @@ impl ArrayData {
         match self {
             ArrayData::F32(v) => v.iter().map(|&x| x as f64).collect(),
             ArrayData::F64(v) => v.clone(),
+            ArrayData::I8(v) => v.iter().map(|&x| x as f64).collect(),
             ArrayData::I32(v) => v.iter().map(|&x| x as f64).collect(),
             ArrayData::I64(v) => v.iter().map(|&x| x as f64).collect(),
         }
@@ -107,6 +116,7 @@ impl ArrayData {
         match self {
             ArrayData::F32(v) => v.iter().map(|&x| x as i64).collect(),
             ArrayData::F64(v) => v.iter().map(|&x| x as i64).collect(),
+            ArrayData::I8(v) => v.iter().map(|&x| x as i64).collect(),
             ArrayData::I32(v) => v.iter().map(|&x| x as i64).collect(),
             ArrayData::I64(v) => v.clone(),
         }
@@ -129,6 +139,7 @@ impl ArrayData {
         match self {
             ArrayData::F32(v) => v.as_mut_ptr() as *mut u8,
             ArrayData::F64(v) => v.as_mut_ptr() as *mut u8,
+            ArrayData::I8(v) => v.as_mut_ptr() as *mut u8,
             ArrayData::I32(v) => v.as_mut_ptr() as *mut u8,
             ArrayData::I64(v) => v.as_mut_ptr() as *mut u8,
         }
@@ -147,6 +158,8 @@ pub enum ArrayView<'a> {
     F32(&'a [f32]),
     /// 64-bit floats.
     F64(&'a [f64]),
+    /// 8-bit integers.
+    I8(&'a [i8]),
     /// 32-bit integers.
     I32(&'a [i32]),
     /// 64-bit integers.
@@ -159,6 +172,7 @@ impl ArrayView<'_> {
         match self {
             ArrayView::F32(_) => DType::F32,
             ArrayView::F64(_) => DType::F64,
+            ArrayView::I8(_) => DType::I8,
             ArrayView::I32(_) => DType::I32,
             ArrayView::I64(_) => DType::I64,
         }
@@ -168,6 +182,7 @@ impl ArrayView<'_> {
         match self {
             ArrayView::F32(v) => v.len(),
             ArrayView::F64(v) => v.len(),
+            ArrayView::I8(v) => v.len(),
             ArrayView::I32(v) => v.len(),
             ArrayView::I64(v) => v.len(),
         }
@@ -181,6 +196,7 @@ impl ArrayView<'_> {
         Some(match self {
             ArrayView::F32(v) => Scalar::F32(*v.get(i)?),
             ArrayView::F64(v) => Scalar::F64(*v.get(i)?),
+            ArrayView::I8(v) => Scalar::I8(*v.get(i)?),
             ArrayView::I32(v) => Scalar::I32(*v.get(i)?),
             ArrayView::I64(v) => Scalar::I64(*v.get(i)?),
         })
@@ -190,6 +206,7 @@ impl ArrayView<'_> {
         match self {
             ArrayView::F32(v) => v.iter().map(|&x| x as i64).collect(),
             ArrayView::F64(v) => v.iter().map(|&x| x as i64).collect(),
+            ArrayView::I8(v) => v.iter().map(|&x| x as i64).collect(),
             ArrayView::I32(v) => v.iter().map(|&x| x as i64).collect(),
             ArrayView::I64(v) => v.to_vec(),
         }
@@ -199,6 +216,7 @@ impl ArrayView<'_> {
         match self {
             ArrayView::F32(v) => ArrayData::F32(v.to_vec()),
             ArrayView::F64(v) => ArrayData::F64(v.to_vec()),
+            ArrayView::I8(v) => ArrayData::I8(v.to_vec()),
             ArrayView::I32(v) => ArrayData::I32(v.to_vec()),
             ArrayView::I64(v) => ArrayData::I64(v.to_vec()),
         }
@@ -208,6 +226,7 @@ impl ArrayView<'_> {
         match self {
             ArrayView::F32(v) => v.as_ptr() as *const u8,
             ArrayView::F64(v) => v.as_ptr() as *const u8,
+            ArrayView::I8(v) => v.as_ptr() as *const u8,
             ArrayView::I32(v) => v.as_ptr() as *const u8,
             ArrayView::I64(v) => v.as_ptr() as *const u8,
         }
@@ -220,6 +239,7 @@ impl ArrayData {
         match self {
             ArrayData::F32(v) => ArrayView::F32(v),
             ArrayData::F64(v) => ArrayView::F64(v),
+            ArrayData::I8(v) => ArrayView::I8(v),
             ArrayData::I32(v) => ArrayView::I32(v),
             ArrayData::I64(v) => ArrayView::I64(v),
         }
@@ -289,6 +309,7 @@ impl CooTensor {
         new_vals = match new_vals {
             ArrayData::F32(_) => ArrayData::F32(vals.iter().map(|v| v.as_f64() as f32).collect()),
             ArrayData::F64(_) => ArrayData::F64(vals.iter().map(|v| v.as_f64()).collect()),
+            ArrayData::I8(_) => ArrayData::I8(vals.iter().map(|v| v.as_i64() as i8).collect()),
             ArrayData::I32(_) => ArrayData::I32(vals.iter().map(|v| v.as_i64() as i32).collect()),
             ArrayData::I64(_) => ArrayData::I64(vals.iter().map(|v| v.as_i64()).collect()),
         };
@@ -300,6 +321,7 @@ impl CooTensor {
 fn add_scalars(a: Scalar, b: Scalar) -> Scalar {
     match (a, b) {
         (Scalar::F32(x), Scalar::F32(y)) => Scalar::F32(x + y),
+        (Scalar::I8(x), Scalar::I8(y)) => Scalar::I8(x.wrapping_add(y)),
         (Scalar::I32(x), Scalar::I32(y)) => Scalar::I32(x.wrapping_add(y)),
         (Scalar::I64(x), Scalar::I64(y)) => Scalar::I64(x.wrapping_add(y)),
         (x, y) => Scalar::F64(x.as_f64() + y.as_f64()),

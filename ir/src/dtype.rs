@@ -10,6 +10,8 @@ pub enum DType {
     F32,
     /// 64-bit IEEE float.
     F64,
+    /// 8-bit signed integer (MLIR's `i8`).
+    I8,
     /// 32-bit signed integer.
     I32,
     /// 64-bit signed integer.
@@ -23,16 +25,16 @@ impl DType {
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64)
     }
-    /// True for `I32` and `I64`.
+    /// True for `I8`, `I32` and `I64`.
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I32 | DType::I64)
+        matches!(self, DType::I8 | DType::I32 | DType::I64)
     }
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
-            DType::Bool => 1,
+            DType::I8 | DType::Bool => 1,
         }
     }
     /// The lower-case name used in the text IR (`f64`, `i32`, ...).
@@ -40,6 +42,7 @@ impl DType {
         match self {
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::I8 => "i8",
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::Bool => "bool",
@@ -50,6 +53,7 @@ impl DType {
         Some(match name {
             "f32" => DType::F32,
             "f64" => DType::F64,
+            "i8" => DType::I8,
             "i32" => DType::I32,
             "i64" => DType::I64,
             "bool" => DType::Bool,
@@ -71,6 +75,8 @@ pub enum Scalar {
     F32(f32),
     /// A 64-bit float.
     F64(f64),
+    /// An 8-bit integer.
+    I8(i8),
     /// A 32-bit integer.
     I32(i32),
     /// A 64-bit integer.
@@ -85,6 +91,7 @@ impl Scalar {
         match self {
             Scalar::F32(_) => DType::F32,
             Scalar::F64(_) => DType::F64,
+            Scalar::I8(_) => DType::I8,
             Scalar::I32(_) => DType::I32,
             Scalar::I64(_) => DType::I64,
             Scalar::Bool(_) => DType::Bool,
@@ -95,6 +102,7 @@ impl Scalar {
         match self {
             Scalar::F32(v) => v as f64,
             Scalar::F64(v) => v,
+            Scalar::I8(v) => v as f64,
             Scalar::I32(v) => v as f64,
             Scalar::I64(v) => v as f64,
             Scalar::Bool(v) => v as i64 as f64,
@@ -105,6 +113,7 @@ impl Scalar {
         match self {
             Scalar::F32(v) => v as i64,
             Scalar::F64(v) => v as i64,
+            Scalar::I8(v) => v as i64,
             Scalar::I32(v) => v as i64,
             Scalar::I64(v) => v,
             Scalar::Bool(v) => v as i64,
@@ -124,14 +133,24 @@ impl Scalar {
             DType::F32 => Scalar::F32(match self {
                 Scalar::F32(v) => v,
                 Scalar::F64(v) => v as f32,
+                Scalar::I8(v) => v as f32,
                 Scalar::I32(v) => v as f32,
                 Scalar::I64(v) => v as f32,
                 Scalar::Bool(v) => v as i32 as f32,
             }),
             DType::F64 => Scalar::F64(self.as_f64()),
+            DType::I8 => Scalar::I8(match self {
+                Scalar::F32(v) => v as i8,
+                Scalar::F64(v) => v as i8,
+                Scalar::I8(v) => v,
+                Scalar::I32(v) => v as i8,
+                Scalar::I64(v) => v as i8,
+                Scalar::Bool(v) => v as i8,
+            }),
             DType::I32 => Scalar::I32(match self {
                 Scalar::F32(v) => v as i32,
                 Scalar::F64(v) => v as i32,
+                Scalar::I8(v) => v as i32,
                 Scalar::I32(v) => v,
                 Scalar::I64(v) => v as i32,
                 Scalar::Bool(v) => v as i32,
@@ -151,6 +170,7 @@ impl fmt::Display for Scalar {
         match self {
             Scalar::F32(v) => write!(f, "{v:?}f32"),
             Scalar::F64(v) => write!(f, "{v:?}"),
+            Scalar::I8(v) => write!(f, "{v}i8"),
             Scalar::I32(v) => write!(f, "{v}i32"),
             Scalar::I64(v) => write!(f, "{v}"),
             Scalar::Bool(v) => write!(f, "{v}"),

@@ -67,6 +67,23 @@ fn header_shapes_like_python() {
 }
 
 #[test]
+fn int8_reads_and_writes_as_numpy_i1() {
+    // numpy.save(np.array([-128, 0, 127], dtype=np.int8)): descr '|i1', one byte each.
+    let bytes = npy(
+        1,
+        "{'descr': '|i1', 'fortran_order': False, 'shape': (3,), }",
+        &[0x80, 0x00, 0x7f],
+    );
+    let a = parse(&bytes).unwrap();
+    assert_eq!(a.data, ArrayData::I8(vec![-128, 0, 127]));
+    let out = encode_npy(&a, Path::new("a.npy")).unwrap();
+    let len = u16::from_le_bytes([out[8], out[9]]) as usize;
+    let header = std::str::from_utf8(&out[10..10 + len]).unwrap();
+    assert!(header.starts_with("{'descr': '|i1',"), "{header}");
+    assert_eq!(&out[10 + len..], &[0x80, 0x00, 0x7f]);
+}
+
+#[test]
 fn fortran_order_2d() {
     // Column-major [[1, 2, 3], [4, 5, 6]].
     let dict = "{'descr': '<f8', 'fortran_order': True, 'shape': (2, 3), }";
@@ -251,13 +268,14 @@ fn bits(a: &ArrayData) -> Vec<u64> {
     match a {
         ArrayData::F32(v) => v.iter().map(|x| x.to_bits() as u64).collect(),
         ArrayData::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
+        ArrayData::I8(v) => v.iter().map(|&x| x as u64).collect(),
         ArrayData::I32(v) => v.iter().map(|&x| x as u64).collect(),
         ArrayData::I64(v) => v.iter().map(|&x| x as u64).collect(),
     }
 }
 
 fn dense_array() -> impl Strategy<Value = DenseArray> {
-    (prop::collection::vec(0usize..5, 0..=3), 0..4u8).prop_flat_map(|(shape, kind)| {
+    (prop::collection::vec(0usize..5, 0..=3), 0..5u8).prop_flat_map(|(shape, kind)| {
         let n: usize = shape.iter().product();
         let data = match kind {
             0 => prop::collection::vec(any::<f32>(), n)
@@ -268,6 +286,9 @@ fn dense_array() -> impl Strategy<Value = DenseArray> {
                 .boxed(),
             2 => prop::collection::vec(any::<i32>(), n)
                 .prop_map(ArrayData::I32)
+                .boxed(),
+            3 => prop::collection::vec(any::<i8>(), n)
+                .prop_map(ArrayData::I8)
                 .boxed(),
             _ => prop::collection::vec(any::<i64>(), n)
                 .prop_map(ArrayData::I64)

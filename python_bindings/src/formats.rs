@@ -31,6 +31,7 @@ fn values_of(v: &Bound<'_, PyAny>) -> PyResult<ArrayData> {
     let dtype: String = arr.getattr("dtype")?.getattr("name")?.extract()?;
     Ok(match dtype.as_str() {
         "float32" => ArrayData::F32(arr.extract()?),
+        "int8" => ArrayData::I8(arr.extract()?),
         "int32" => ArrayData::I32(arr.extract()?),
         "int64" => ArrayData::I64(arr.extract()?),
         _ => ArrayData::F64(arr.call_method1("astype", ("float64",))?.extract()?),
@@ -41,6 +42,7 @@ fn array_to_py<'py>(py: Python<'py>, d: &ArrayData) -> Bound<'py, PyAny> {
     match d {
         ArrayData::F32(v) => PyArray1::from_slice(py, v).into_any(),
         ArrayData::F64(v) => PyArray1::from_slice(py, v).into_any(),
+        ArrayData::I8(v) => PyArray1::from_slice(py, v).into_any(),
         ArrayData::I32(v) => PyArray1::from_slice(py, v).into_any(),
         ArrayData::I64(v) => PyArray1::from_slice(py, v).into_any(),
     }

@@ -122,6 +122,7 @@ pub fn build(
 enum ReadGuard<'py> {
     F32(PyReadonlyArrayDyn<'py, f32>),
     F64(PyReadonlyArrayDyn<'py, f64>),
+    I8(PyReadonlyArrayDyn<'py, i8>),
     I32(PyReadonlyArrayDyn<'py, i32>),
     I64(PyReadonlyArrayDyn<'py, i64>),
 }
@@ -132,6 +133,7 @@ impl ReadGuard<'_> {
         match self {
             ReadGuard::F32(a) => ArrayView::F32(a.as_slice().expect(CHECKED)),
             ReadGuard::F64(a) => ArrayView::F64(a.as_slice().expect(CHECKED)),
+            ReadGuard::I8(a) => ArrayView::I8(a.as_slice().expect(CHECKED)),
             ReadGuard::I32(a) => ArrayView::I32(a.as_slice().expect(CHECKED)),
             ReadGuard::I64(a) => ArrayView::I64(a.as_slice().expect(CHECKED)),
         }
@@ -142,6 +144,7 @@ impl ReadGuard<'_> {
 enum WriteGuard<'py> {
     F32(PyReadwriteArrayDyn<'py, f32>),
     F64(PyReadwriteArrayDyn<'py, f64>),
+    I8(PyReadwriteArrayDyn<'py, i8>),
     I32(PyReadwriteArrayDyn<'py, i32>),
     I64(PyReadwriteArrayDyn<'py, i64>),
 }
@@ -161,6 +164,7 @@ impl WriteGuard<'_> {
         match self {
             WriteGuard::F32(a) => raw(a.as_slice_mut().expect(CHECKED), DType::F32),
             WriteGuard::F64(a) => raw(a.as_slice_mut().expect(CHECKED), DType::F64),
+            WriteGuard::I8(a) => raw(a.as_slice_mut().expect(CHECKED), DType::I8),
             WriteGuard::I32(a) => raw(a.as_slice_mut().expect(CHECKED), DType::I32),
             WriteGuard::I64(a) => raw(a.as_slice_mut().expect(CHECKED), DType::I64),
         }
@@ -171,6 +175,7 @@ fn numpy_name(d: DType) -> &'static str {
     match d {
         DType::F32 => "float32",
         DType::F64 => "float64",
+        DType::I8 => "int8",
         DType::I32 | DType::Bool => "int32",
         DType::I64 => "int64",
     }
@@ -264,6 +269,7 @@ fn read<'py>(a: &Bound<'py, PyAny>, what: &str) -> PyResult<ReadGuard<'py>> {
     Ok(match dtype_of(a)?.as_str() {
         "float32" => ReadGuard::F32(a.cast::<PyArrayDyn<f32>>()?.try_readonly().map_err(busy)?),
         "float64" => ReadGuard::F64(a.cast::<PyArrayDyn<f64>>()?.try_readonly().map_err(busy)?),
+        "int8" => ReadGuard::I8(a.cast::<PyArrayDyn<i8>>()?.try_readonly().map_err(busy)?),
         "int32" => ReadGuard::I32(a.cast::<PyArrayDyn<i32>>()?.try_readonly().map_err(busy)?),
         "int64" => ReadGuard::I64(a.cast::<PyArrayDyn<i64>>()?.try_readonly().map_err(busy)?),
         other => {
@@ -283,6 +289,7 @@ fn write<'py>(a: &Bound<'py, PyAny>, what: &str) -> PyResult<WriteGuard<'py>> {
     Ok(match dtype_of(a)?.as_str() {
         "float32" => WriteGuard::F32(a.cast::<PyArrayDyn<f32>>()?.try_readwrite().map_err(busy)?),
         "float64" => WriteGuard::F64(a.cast::<PyArrayDyn<f64>>()?.try_readwrite().map_err(busy)?),
+        "int8" => WriteGuard::I8(a.cast::<PyArrayDyn<i8>>()?.try_readwrite().map_err(busy)?),
         "int32" => WriteGuard::I32(a.cast::<PyArrayDyn<i32>>()?.try_readwrite().map_err(busy)?),
         "int64" => WriteGuard::I64(a.cast::<PyArrayDyn<i64>>()?.try_readwrite().map_err(busy)?),
         other => {
@@ -338,9 +345,10 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
         let d = match dtype_of(&arr)?.as_str() {
             "float32" => ArrayData::F32(flat.extract()?),
             "float64" => ArrayData::F64(flat.extract()?),
+            "int8" => ArrayData::I8(flat.extract()?),
             "int32" => ArrayData::I32(flat.extract()?),
             "int64" => ArrayData::I64(flat.extract()?),
-            "bool" | "int8" | "int16" | "uint8" | "uint16" => {
+            "bool" | "int16" | "uint8" | "uint16" => {
                 ArrayData::I64(flat.call_method1("astype", ("int64",))?.extract()?)
             }
             "uint32" | "uint64" => {
@@ -355,7 +363,7 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
             "float16" => ArrayData::F32(flat.call_method1("astype", ("float32",))?.extract()?),
             other => {
                 return Err(BindError::new_err(format!(
-                    "{what} has element type {other}, which does not convert to a kernel's element types (float32, float64, int32, int64)"
+                    "{what} has element type {other}, which does not convert to a kernel's element types (float32, float64, int8, int32, int64)"
                 )))
             }
         };
@@ -417,6 +425,7 @@ fn to_numpy<'py>(
     let flat: Bound<'py, PyAny> = match data {
         ArrayData::F32(v) => numpy::PyArray1::from_slice(py, v).into_any(),
         ArrayData::F64(v) => numpy::PyArray1::from_slice(py, v).into_any(),
+        ArrayData::I8(v) => numpy::PyArray1::from_slice(py, v).into_any(),
         ArrayData::I32(v) => numpy::PyArray1::from_slice(py, v).into_any(),
         ArrayData::I64(v) => numpy::PyArray1::from_slice(py, v).into_any(),
     };
@@ -865,7 +874,7 @@ impl PyExecutable {
         };
         let result = PyDict::new(py);
         for (name, o) in outputs {
-            match o {
+            match &o {
                 Output::Dense(d) => {
                     let arr = to_numpy(py, &d.data, &d.shape)?;
                     match outs.get(&name) {
@@ -883,7 +892,8 @@ impl PyExecutable {
                         None => result.set_item(name, arr)?,
                     }
                 }
-                Output::Coo(c) => {
+                Output::Coo(_) | Output::Sparse(_) => {
+                    let c = o.to_coo().expect("a sparse result");
                     if outs.contains_key(&name) {
                         return Err(BindError::new_err(format!(
                             "out `{name}`: a sparse result is returned, not written into an array"

@@ -73,6 +73,9 @@ pub enum Output {
     Dense(DenseArray),
     /// A buffer with sparse structure, as its stored entries.
     Coo(CooTensor),
+    /// A buffer with sparse structure, in the storage of its declared encoding (MLIR's
+    /// storage layout: positions and coordinates per level, then values).
+    Sparse(lacuna_ir::storage::SparseTensor),
 }
 
 impl Output {
@@ -81,6 +84,7 @@ impl Output {
         match self {
             Output::Dense(d) => &d.shape,
             Output::Coo(c) => &c.shape,
+            Output::Sparse(t) => t.dim_shape(),
         }
     }
     /// Number of stored values.
@@ -88,6 +92,7 @@ impl Output {
         match self {
             Output::Dense(d) => d.data.len(),
             Output::Coo(c) => c.nnz(),
+            Output::Sparse(t) => t.values().len(),
         }
     }
     /// The values.
@@ -95,6 +100,15 @@ impl Output {
         match self {
             Output::Dense(d) => &d.data,
             Output::Coo(c) => &c.values,
+            Output::Sparse(t) => t.values(),
+        }
+    }
+    /// The stored entries in coordinate form (sparse results; `None` for dense ones).
+    pub fn to_coo(&self) -> Option<CooTensor> {
+        match self {
+            Output::Dense(_) => None,
+            Output::Coo(c) => Some(c.clone()),
+            Output::Sparse(t) => Some(t.to_coo()),
         }
     }
 }
@@ -302,11 +316,11 @@ fn check_values(buffer: &str, values: &ArrayData, dtype: DType) -> Result<ArrayD
     if dtype.is_int() && values.dtype().is_float() {
         for (e, v) in values.to_f64_vec().into_iter().enumerate() {
             let fits = v.fract() == 0.0
-                && (if dtype == DType::I32 {
-                    v.abs() <= i32::MAX as f64
-                } else {
-                    v.abs() < 9.2e18
-                });
+                && match dtype {
+                    DType::I8 => (i8::MIN as f64..=i8::MAX as f64).contains(&v),
+                    DType::I32 => v.abs() <= i32::MAX as f64,
+                    _ => v.abs() < 9.2e18,
+                };
             if !fits {
                 return Err(BindError::Value {
                     buffer: buffer.to_string(),
@@ -317,9 +331,16 @@ fn check_values(buffer: &str, values: &ArrayData, dtype: DType) -> Result<ArrayD
             }
         }
     }
-    if dtype == DType::I32 && values.dtype() == DType::I64 {
+    let narrower = dtype.is_int()
+        && values.dtype().is_int()
+        && dtype.size_bytes() < values.dtype().size_bytes();
+    if narrower {
         for (e, v) in values.to_i64_vec().into_iter().enumerate() {
-            if i32::try_from(v).is_err() {
+            let fits = match dtype {
+                DType::I8 => i8::try_from(v).is_ok(),
+                _ => i32::try_from(v).is_ok(),
+            };
+            if !fits {
                 return Err(BindError::Value {
                     buffer: buffer.to_string(),
                     entry: e,

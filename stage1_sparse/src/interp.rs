@@ -396,10 +396,12 @@ pub fn eval_unop(op: UnOp, x: Scalar) -> Scalar {
     match (op, x) {
         (UnOp::Neg, Scalar::F32(v)) => Scalar::F32(-v),
         (UnOp::Neg, Scalar::F64(v)) => Scalar::F64(-v),
+        (UnOp::Neg, Scalar::I8(v)) => Scalar::I8(v.wrapping_neg()),
         (UnOp::Neg, Scalar::I32(v)) => Scalar::I32(v.wrapping_neg()),
         (UnOp::Neg, Scalar::I64(v)) => Scalar::I64(v.wrapping_neg()),
         (UnOp::Abs, Scalar::F32(v)) => Scalar::F32(v.abs()),
         (UnOp::Abs, Scalar::F64(v)) => Scalar::F64(v.abs()),
+        (UnOp::Abs, Scalar::I8(v)) => Scalar::I8(v.wrapping_abs()),
         (UnOp::Abs, Scalar::I32(v)) => Scalar::I32(v.wrapping_abs()),
         (UnOp::Abs, Scalar::I64(v)) => Scalar::I64(v.wrapping_abs()),
         (UnOp::Exp, Scalar::F32(v)) => Scalar::F32(v.exp()),
@@ -420,6 +422,7 @@ pub fn eval_binop(op: BinOp, x: Scalar, y: Scalar) -> Scalar {
     match op {
         BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => {
             let r = match (x, y) {
+                (I8(a), I8(b)) => cmp(op, a, b),
                 (I32(a), I32(b)) => cmp(op, a, b),
                 (I64(a), I64(b)) => cmp(op, a, b),
                 (F32(a), F32(b)) => cmp(op, a, b),
@@ -438,6 +441,20 @@ pub fn eval_binop(op: BinOp, x: Scalar, y: Scalar) -> Scalar {
                 BinOp::Min => a.min(b),
                 BinOp::Max => a.max(b),
                 _ => a.powf(b),
+            }),
+            (I8(a), I8(b)) => I8(match op {
+                BinOp::Add => a.wrapping_add(b),
+                BinOp::Sub => a.wrapping_sub(b),
+                BinOp::Mul => a.wrapping_mul(b),
+                BinOp::Div => {
+                    if b == 0 {
+                        0
+                    } else {
+                        a.wrapping_div(b)
+                    }
+                }
+                BinOp::Min => a.min(b),
+                _ => a.max(b),
             }),
             (I32(a), I32(b)) => I32(match op {
                 BinOp::Add => a.wrapping_add(b),

@@ -12,7 +12,7 @@
 //! unary   := ('-' | '!') unary | primary
 //! primary := INT | FLOAT | IDENT | IDENT '[' exprs? ']' | IDENT '(' exprs ')' | '(' expr ')'
 //! ```
-//! Calls: `min max pow` (2 arguments), `abs exp log sqrt` (1), `select` (3), casts `f32 f64 i32 i64` (1).
+//! Calls: `min max pow` (2 arguments), `abs exp log sqrt` (1), `select` (3), casts `f32 f64 i8 i32 i64` (1).
 //! MLIR's semiring operations (co-iteration kernels): `binary(a, b, OVERLAP, LEFT, RIGHT)`,
 //! `unary(a, PRESENT, ABSENT)`, `select(a, PRED)`, `reduce(VALUE, COMBINE, IDENTITY)`; a region
 //! is an expression over `x` (and `y`), or `identity`, or `empty`.
@@ -404,7 +404,7 @@ fn call(name: &str, mut args: Vec<Expr>, at: usize) -> Result<Expr, ParseError> 
         return Ok(Expr::Semiring(Box::new(s)));
     }
     let arity = match name {
-        "abs" | "exp" | "log" | "sqrt" | "f32" | "f64" | "i32" | "i64" => 1,
+        "abs" | "exp" | "log" | "sqrt" | "f32" | "f64" | "i8" | "i32" | "i64" => 1,
         "min" | "max" | "pow" => 2,
         "select" => 3,
         _ => return Err(err(at, format!("unknown function `{name}`"))),

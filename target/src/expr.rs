@@ -155,6 +155,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         let v: BasicValueEnum<'ctx> = match s {
             Scalar::F32(x) => c.f32_type().const_float(x as f64).into(),
             Scalar::F64(x) => c.f64_type().const_float(x).into(),
+            Scalar::I8(x) => c.i8_type().const_int(x as i64 as u64, true).into(),
             Scalar::I32(x) => c.i32_type().const_int(x as i64 as u64, true).into(),
             Scalar::I64(x) => c.i64_type().const_int(x as u64, true).into(),
             Scalar::Bool(x) => c.bool_type().const_int(x as u64, false).into(),

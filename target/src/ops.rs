@@ -19,6 +19,7 @@ impl<'ctx> Emitter<'_, 'ctx> {
         match t {
             DType::F32 => self.ctx.f32_type().into(),
             DType::F64 => self.ctx.f64_type().into(),
+            DType::I8 => self.ctx.i8_type().into(),
             DType::I32 => self.ctx.i32_type().into(),
             DType::I64 => self.ctx.i64_type().into(),
             DType::Bool => self.ctx.bool_type().into(),

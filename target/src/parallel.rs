@@ -366,12 +366,11 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 Some(Linkage::External),
             ),
         };
-        let (weights, bits) = match row_pointer(self, var, body) {
-            Some(b) => {
-                let (p, t) = self.bufs[b];
-                (p, if t == lacuna_ir::DType::I32 { 32 } else { 64 })
-            }
-            None => (ptr.const_null(), 0),
+        let (weights, bits) = match row_pointer(self, var, body).map(|b| self.bufs[b]) {
+            Some((p, lacuna_ir::DType::I32)) => (p, 32),
+            Some((p, lacuna_ir::DType::I64)) => (p, 64),
+            // Other element types (i8 counts wrap) are not row pointers: even chunks.
+            _ => (ptr.const_null(), 0),
         };
         self.builder.build_call(
             rt,

@@ -73,6 +73,7 @@ fn samples(t: DType) -> ArrayData {
             i32::MIN as i64 - 1,
             255,
         ]),
+        DType::I8 => ArrayData::I8(vec![0, 1, -1, i8::MIN, i8::MAX, 100, -100, 64]),
         _ => ArrayData::I32(vec![
             0,
             1,
@@ -89,7 +90,7 @@ fn samples(t: DType) -> ArrayData {
 
 #[test]
 fn every_cast_matches_rust_as() {
-    let types = [DType::F32, DType::F64, DType::I32, DType::I64];
+    let types = [DType::F32, DType::F64, DType::I8, DType::I32, DType::I64];
     for from in types {
         let a = samples(from);
         let n = a.len();
@@ -177,11 +178,48 @@ fn saturating_float_to_int_examples() {
 }
 
 #[test]
+fn saturating_float_to_i8_and_wrapping_int_to_i8() {
+    let a = vec![
+        NAN, 1e300, -1e300, 127.9, -128.9, 128.0, -129.0, -0.99, 42.5,
+    ];
+    let n = a.len();
+    let f = elementwise(DType::F64, DType::I8, cast(DType::I8, load("a", var("i"))));
+    let bnd = bindings(
+        vec![
+            ("a", ArrayData::F64(a)),
+            ("b", ArrayData::zeros(DType::F64, n)),
+            ("out", ArrayData::zeros(DType::I8, n)),
+        ],
+        &[("n", n as i64)],
+    );
+    assert_eq!(
+        run_checked(&f, &bnd).buffers["out"],
+        ArrayData::I8(vec![0, 127, -128, 127, -128, 127, -128, 0, 42])
+    );
+    // Integer to i8 keeps the low 8 bits, like `as i8`.
+    let a = vec![128i64, 255, 256, -129, 300, i64::MIN, i64::MAX];
+    let n = a.len();
+    let f = elementwise(DType::I64, DType::I8, cast(DType::I8, load("a", var("i"))));
+    let bnd = bindings(
+        vec![
+            ("a", ArrayData::I64(a.clone())),
+            ("b", ArrayData::zeros(DType::I64, n)),
+            ("out", ArrayData::zeros(DType::I8, n)),
+        ],
+        &[("n", n as i64)],
+    );
+    let want: Vec<i8> = a.iter().map(|&x| x as i8).collect();
+    assert_eq!(run_checked(&f, &bnd).buffers["out"], ArrayData::I8(want));
+}
+
+#[test]
 fn literals_of_every_type_convert_like_scalars() {
     let lits = [
         Expr::Int(-3, DType::F64),
         Expr::Float(2.9, DType::I64),
         Expr::Float(f64::NAN, DType::I32),
+        Expr::Float(-300.0, DType::I8),
+        Expr::Int(200, DType::I8),
         Expr::Int(5, DType::Bool),
         Expr::Float(1e40, DType::F32),
         Expr::Bool(true),
@@ -285,6 +323,28 @@ fn unary_operations() {
     assert_eq!(
         run_checked(&f, &ib()).buffers["out"],
         ArrayData::I64(ia.iter().map(|&x| (x == 0) as i64).collect())
+    );
+    // i8: wrapping neg/abs of MIN.
+    let a8 = vec![i8::MIN, -7, 0, 9, i8::MAX];
+    let b8 = || {
+        bindings(
+            vec![
+                ("a", ArrayData::I8(a8.clone())),
+                ("b", ArrayData::zeros(DType::I8, a8.len())),
+                ("out", ArrayData::zeros(DType::I8, a8.len())),
+            ],
+            &[("n", a8.len() as i64)],
+        )
+    };
+    let f = elementwise(DType::I8, DType::I8, un(UnOp::Neg, load("a", var("i"))));
+    assert_eq!(
+        run_checked(&f, &b8()).buffers["out"],
+        ArrayData::I8(a8.iter().map(|x| x.wrapping_neg()).collect())
+    );
+    let f = elementwise(DType::I8, DType::I8, un(UnOp::Abs, load("a", var("i"))));
+    assert_eq!(
+        run_checked(&f, &b8()).buffers["out"],
+        ArrayData::I8(a8.iter().map(|x| x.wrapping_abs()).collect())
     );
     let f = elementwise(DType::I64, DType::F64, un(UnOp::Sqrt, load("a", var("i"))));
     let bnd = bindings(

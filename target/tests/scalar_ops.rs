@@ -75,6 +75,22 @@ fn integer_division_by_zero_and_min_by_minus_one() {
         |e| e,
     );
     assert_eq!(got, ArrayData::I32(want32));
+    let a8: Vec<i8> = vec![7, -7, i8::MIN, i8::MIN, 5, i8::MAX, -9, i8::MIN, 0];
+    let b8: Vec<i8> = vec![2, 0, -1, 1, 0, -1, 4, i8::MIN, -1];
+    let want8: Vec<i8> = a8
+        .iter()
+        .zip(&b8)
+        .map(|(&x, &y)| if y == 0 { 0 } else { x.wrapping_div(y) })
+        .collect();
+    let got = run_binary(
+        DType::I8,
+        DType::I8,
+        BinOp::Div,
+        ArrayData::I8(a8),
+        ArrayData::I8(b8),
+        |e| e,
+    );
+    assert_eq!(got, ArrayData::I8(want8));
 }
 
 #[test]
@@ -123,6 +139,27 @@ fn integer_arithmetic_wraps_and_min_max_are_signed() {
             ),
             ArrayData::I32(want32),
             "{op:?} i32"
+        );
+        let (a8, b8): (Vec<i8>, Vec<i8>) = (
+            vec![i8::MAX, i8::MIN, -5, 3, i8::MIN, 1 << 6, 100, -100],
+            vec![1, 1, 7, -3, -1, 4, 100, 27],
+        );
+        let want8: Vec<i8> = a8
+            .iter()
+            .zip(&b8)
+            .map(|(&x, &y)| rust(x as i64, y as i64) as i8)
+            .collect();
+        assert_eq!(
+            run_binary(
+                DType::I8,
+                DType::I8,
+                op,
+                ArrayData::I8(a8),
+                ArrayData::I8(b8),
+                |e| e
+            ),
+            ArrayData::I8(want8),
+            "{op:?} i8"
         );
     }
 }

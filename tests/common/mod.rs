@@ -177,7 +177,7 @@ pub fn assert_dense(target: &str, out: &Output, shape: &[usize], want: &[f64]) {
 
 /// Asserts a sparse output has exactly the given entries (row-major order) within [`REL_TOL`].
 pub fn assert_sparse(target: &str, out: &Output, shape: &[usize], want: &[(Vec<usize>, f64)]) {
-    let Output::Coo(c) = out else {
+    let Some(c) = out.to_coo() else {
         panic!("{target}: expected a sparse output")
     };
     assert_eq!(c.shape, shape, "{target}: shape");

@@ -170,6 +170,7 @@ pub(crate) fn push_value(out: &mut String, data: &ArrayData, e: usize) {
     let _ = match data.get(e) {
         Some(Scalar::F32(v)) => write!(out, "{:?}", v as f64),
         Some(Scalar::F64(v)) => write!(out, "{v:?}"),
+        Some(Scalar::I8(v)) => write!(out, "{v}"),
         Some(Scalar::I32(v)) => write!(out, "{v}"),
         Some(Scalar::I64(v)) => write!(out, "{v}"),
         Some(Scalar::Bool(v)) => write!(out, "{}", v as i32),

@@ -8,7 +8,7 @@ use crate::{ArrayData, DType, DenseArray};
 use std::path::Path;
 
 const MAGIC: &[u8] = b"\x93NUMPY";
-const SUPPORTED: &str = "supported: '<f4', '<f8', '<i4', '<i8'";
+const SUPPORTED: &str = "supported: '|i1', '<f4', '<f8', '<i4', '<i8'";
 
 /// Reads a `.npy` file (see [`parse_npy`]).
 pub fn read_npy(path: &Path) -> Result<DenseArray, IoError> {
@@ -64,6 +64,7 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<DenseArray, IoError> {
     let dtype = match hdr.descr.as_str() {
         "<f4" => DType::F32,
         "<f8" => DType::F64,
+        "|i1" | "<i1" => DType::I8,
         "<i4" => DType::I32,
         "<i8" => DType::I64,
         d => {
@@ -100,6 +101,7 @@ pub fn parse_npy(bytes: &[u8], path: &Path) -> Result<DenseArray, IoError> {
         data = match data {
             ArrayData::F32(v) => ArrayData::F32(fortran_to_c(&v, &hdr.shape)),
             ArrayData::F64(v) => ArrayData::F64(fortran_to_c(&v, &hdr.shape)),
+            ArrayData::I8(v) => ArrayData::I8(fortran_to_c(&v, &hdr.shape)),
             ArrayData::I32(v) => ArrayData::I32(fortran_to_c(&v, &hdr.shape)),
             ArrayData::I64(v) => ArrayData::I64(fortran_to_c(&v, &hdr.shape)),
         };
@@ -121,6 +123,7 @@ fn decode(dtype: DType, bytes: &[u8]) -> ArrayData {
     }
     match dtype {
         DType::F32 => ArrayData::F32(words::<4>(bytes).map(f32::from_le_bytes).collect()),
+        DType::I8 => ArrayData::I8(words::<1>(bytes).map(i8::from_le_bytes).collect()),
         DType::I32 | DType::Bool => {
             ArrayData::I32(words::<4>(bytes).map(i32::from_le_bytes).collect())
         }
@@ -177,6 +180,7 @@ pub fn encode_npy(a: &DenseArray, path: &Path) -> Result<Vec<u8>, IoError> {
     let descr = match a.data.dtype() {
         DType::F32 => "<f4",
         DType::F64 => "<f8",
+        DType::I8 => "|i1",
         DType::I32 | DType::Bool => "<i4",
         DType::I64 => "<i8",
     };
@@ -228,6 +232,9 @@ pub fn encode_npy(a: &DenseArray, path: &Path) -> Result<Vec<u8>, IoError> {
             .iter()
             .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         ArrayData::F64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        ArrayData::I8(v) => v
             .iter()
             .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
         ArrayData::I32(v) => v

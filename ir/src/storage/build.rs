@@ -161,6 +161,7 @@ fn holds_duplicates(enc: &Encoding) -> bool {
 pub(crate) fn add_scalars(a: Scalar, b: Scalar) -> Scalar {
     match a {
         Scalar::F32(x) => Scalar::F32(x + b.as_f64() as f32),
+        Scalar::I8(x) => Scalar::I8(x.wrapping_add(b.as_i64() as i8)),
         Scalar::I32(x) => Scalar::I32(x.wrapping_add(b.as_i64() as i32)),
         Scalar::I64(x) => Scalar::I64(x.wrapping_add(b.as_i64())),
         Scalar::F64(_) | Scalar::Bool(_) => Scalar::F64(a.as_f64() + b.as_f64()),

@@ -142,6 +142,7 @@ fn try_zeros(dtype: crate::DType, len: usize) -> Result<ArrayData, StorageError>
     Ok(match ArrayData::zeros(dtype, 0) {
         ArrayData::F32(_) => ArrayData::F32(zeros(len)?),
         ArrayData::F64(_) => ArrayData::F64(zeros(len)?),
+        ArrayData::I8(_) => ArrayData::I8(zeros(len)?),
         ArrayData::I32(_) => ArrayData::I32(zeros(len)?),
         ArrayData::I64(_) => ArrayData::I64(zeros(len)?),
     })

@@ -64,6 +64,7 @@ fn value_strings(values: &ArrayData) -> Box<dyn Iterator<Item = String> + '_> {
     match values {
         ArrayData::F32(v) => Box::new(v.iter().map(|&x| format_g(f64::from(x)))),
         ArrayData::F64(v) => Box::new(v.iter().map(|&x| format_g(x))),
+        ArrayData::I8(v) => Box::new(v.iter().map(|x| x.to_string())),
         ArrayData::I32(v) => Box::new(v.iter().map(|x| x.to_string())),
         ArrayData::I64(v) => Box::new(v.iter().map(|x| x.to_string())),
     }

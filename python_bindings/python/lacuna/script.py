@@ -58,6 +58,7 @@ __all__ = [
     "f64",
     "i32",
     "i64",
+    "i8",
     "init",
     "kernel",
     "log",
@@ -304,6 +305,11 @@ def f64(x: Any) -> Expr:
     return _Call("f64", x)
 
 
+def i8(x: Any) -> Expr:
+    """Cast to i8."""
+    return _Call("i8", x)
+
+
 def i32(x: Any) -> Expr:
     """Cast to i32."""
     return _Call("i32", x)
@@ -349,7 +355,7 @@ class Axis:
         return f"Axis({self.name!r}, {self.kind})"
 
 
-_DTYPES = {"float32": "F32", "float64": "F64", "int32": "I32", "int64": "I64"}
+_DTYPES = {"float32": "F32", "float64": "F64", "int8": "I8", "int32": "I32", "int64": "I64"}
 
 
 class Buffer:
@@ -366,7 +372,7 @@ class Buffer:
                 raise TypeError(f"buffer axes must be Axis objects, not {a!r}")
         dt = np.dtype(dtype).name
         if dt not in _DTYPES:
-            raise TypeError(f"buffer element type must be float32, float64, int32 or int64, not {dt}")
+            raise TypeError(f"buffer element type must be float32, float64, int8, int32 or int64, not {dt}")
         if role not in (None, "input", "output", "alloc"):
             raise ValueError(f"role must be 'input', 'output' or 'alloc', not {role!r}")
         self.dtype, self.role, self.name = dt, role, name

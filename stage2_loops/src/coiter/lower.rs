@@ -52,12 +52,27 @@ pub struct Plan {
     pub levels: Vec<Option<Vec<VLevel>>>,
     /// Whether operand `t` must be copied into `encodings[t]` before running.
     pub transposed: Vec<bool>,
+    /// Whether operand `t` is blocked (BSR, ELL: levels co-iteration cannot merge) and is
+    /// read from an unblocked copy (dense outermost level, compressed below, in dimension
+    /// order), made at bind time from its blocked storage: the blocks' explicit zeros and
+    /// padding stay stored entries, as the sparse-iteration pipeline iterates them.
+    pub unblocked: Vec<bool>,
     /// How the result is written.
     pub mode: OutMode,
     /// Result variables but the innermost, in iteration order (the row of a sparse result).
     pub row_vars: Vec<usize>,
     /// The innermost result variable (sparse results).
     pub last_var: Option<usize>,
+    /// Workspace results whose one row variable is iterated first over its dense range: both
+    /// passes loop over rows `[row_lo, row_hi)` given as parameters (see [`row_range_params`]),
+    /// so rows can run in parallel chunks, each chunk with its own workspace.
+    pub parallel_rows: bool,
+}
+
+/// The parameters bounding the row loop of a [`Plan::parallel_rows`] kernel whose result is
+/// `out`: first row and one past the last.
+pub fn row_range_params(out: &str) -> (String, String) {
+    (format!("{out}.row_lo"), format!("{out}.row_hi"))
 }
 
 /// Which pass a function is.
@@ -247,6 +262,19 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
     let mut encodings: Vec<Option<Encoding>> =
         a.tensors.iter().map(|t| t.encoding.clone()).collect();
     let mut transposed = vec![false; a.tensors.len()];
+    let mut unblocked = vec![false; a.tensors.len()];
+    for &t in &operands {
+        let enc = encodings[t].as_ref().expect("encoded operand");
+        if vlevels(enc).is_none() && enc.n_symbols() == 0 && !enc.has_slices() {
+            encodings[t] =
+                Some(
+                    unblocked_encoding(enc.dim_rank()).map_err(|e| CoiterError::Unsupported {
+                        what: format!("`{}`: no unblocked encoding: {e}", a.tensors[t].name),
+                    })?,
+                );
+            unblocked[t] = true;
+        }
+    }
     let order = match topo(&all) {
         Some(o) => o,
         None if a.transpose => {
@@ -256,7 +284,8 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
                 let pos = |v: usize| order.iter().position(|&x| x == v);
                 let ok = constraints(t).iter().all(|&(x, y)| pos(x) < pos(y));
                 if !ok {
-                    encodings[t] = Some(transpose_encoding(a, t, &order)?);
+                    let enc = encodings[t].clone().expect("encoded operand");
+                    encodings[t] = Some(transpose_encoding(a, t, &enc, &order)?);
                     transposed[t] = true;
                 }
             }
@@ -344,15 +373,37 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
             }
         }
     }
+    let parallel_rows = matches!(mode, OutMode::Workspace { .. })
+        && row_vars.len() == 1
+        && order.first() == row_vars.first()
+        && !operands.iter().any(|&t| sparse_at(a, &levels, t, order[0]));
     Ok(Plan {
         order,
         encodings,
         levels,
         transposed,
+        unblocked,
         mode,
         row_vars,
         last_var,
+        parallel_rows,
     })
+}
+
+/// `(d0 : dense, d1 : compressed, ...)`: the unblocked copy of a blocked operand of `rank`
+/// dimensions.
+fn unblocked_encoding(rank: usize) -> Result<Encoding, lacuna_ir::encoding::EncodingError> {
+    let dims: Vec<String> = (0..rank).map(|d| format!("d{d}")).collect();
+    let levels: Vec<String> = dims
+        .iter()
+        .enumerate()
+        .map(|(l, d)| format!("{d} : {}", if l == 0 { "dense" } else { "compressed" }))
+        .collect();
+    lacuna_ir::encoding::parse_format(&format!(
+        "map = ({}) -> ({})",
+        dims.join(", "),
+        levels.join(", ")
+    ))
 }
 
 /// Whether tensor `t` is stored sparsely (non-dense level) at variable `v`.
@@ -372,9 +423,13 @@ pub(crate) fn sparse_at(
 
 /// The encoding of `t` with its levels reordered to follow `order` (same level types per
 /// dimension, positions and coordinates as wide).
-fn transpose_encoding(a: &Assignment, t: usize, order: &[usize]) -> Result<Encoding, CoiterError> {
+fn transpose_encoding(
+    a: &Assignment,
+    t: usize,
+    enc: &Encoding,
+    order: &[usize],
+) -> Result<Encoding, CoiterError> {
     let tensor = &a.tensors[t];
-    let enc = tensor.encoding.as_ref().expect("encoded");
     if !enc.is_permutation() {
         return Err(CoiterError::Unsupported {
             what: format!(
@@ -437,9 +492,14 @@ pub fn generate(a: &Assignment, plan: &Plan, pass: Pass) -> Result<Func, CoiterE
         Pass::Count => format!("{}_count", a.name),
         Pass::Compute => a.name.clone(),
     };
+    let mut params = a.params.clone();
+    if plan.parallel_rows {
+        let (lo, hi) = row_range_params(&a.output().name);
+        params.extend([lo, hi]);
+    }
     Ok(crate::passes::simplify::simplify(Func {
         name,
-        params: a.params.clone(),
+        params,
         axes: vec![],
         buffers: buffers(a, plan, pass),
         body,
@@ -702,10 +762,17 @@ impl Gen<'_> {
                 body.push(decl("out.q", load(&pos, i64v(&var))));
             }
             body.extend(self.case(depth, v, top, levels, &[], reduce_below)?);
+            // Workspace rows in chunks: the caller gives the range (and a workspace per chunk).
+            let (start, end) = if depth == 0 && self.plan.parallel_rows {
+                let (lo, hi) = row_range_params(&self.a.output().name);
+                (Expr::Param(lo), Expr::Param(hi))
+            } else {
+                (Expr::i64(0), n)
+            };
             out.push(Stmt::For {
                 var: var.clone(),
-                start: Expr::i64(0),
-                end: n,
+                start,
+                end,
                 kind: if parallel {
                     ForKind::Parallel
                 } else {
@@ -1102,6 +1169,9 @@ impl Gen<'_> {
             }
             Pass::Compute => {
                 out.extend(self.heap_sort(&list, &cnt));
+                // The row's entries start where the count pass put them: rows need not run
+                // in order.
+                out.push(assign("out.q", load(&pos, row_index(self.a, self.plan))));
                 out.push(Stmt::For {
                     var: t.clone(),
                     start: Expr::i64(0),

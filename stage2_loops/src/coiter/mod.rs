@@ -16,7 +16,7 @@ pub mod lower;
 pub mod notation;
 
 pub use lattice::{Lattice, Point};
-pub use lower::{OutMode, Pass, Plan};
+pub use lower::{row_range_params, OutMode, Pass, Plan};
 pub use notation::{analyze, is_coiteration, Assignment, TExpr, TRegion};
 
 use crate::ir::Func;
@@ -172,13 +172,27 @@ impl CoKernel {
                         Input::Dense(d) => d.clone(),
                         Input::Coo(c) => coo_to_dense(c).ok_or_else(|| bad("too large".into()))?,
                     };
-                    b.buffers
-                        .insert(tensor.name.clone(), dense.data.cast(tensor.dtype));
+                    let data = checked_cast(&dense.data, tensor.dtype).map_err(bad)?;
+                    b.buffers.insert(tensor.name.clone(), data);
                 }
                 Some(enc) => {
-                    let st = match input {
-                        Input::Coo(c) => SparseTensor::from_coo(c, enc),
-                        Input::Dense(d) => SparseTensor::from_dense(d, enc),
+                    let st = if self.plan.unblocked[t] {
+                        // Through the operand's own blocked storage, whose stored entries
+                        // (the blocks' explicit zeros and padding included) the copy keeps.
+                        let blocked = tensor.encoding.as_ref().expect("encoded operand");
+                        let mut entries = match input {
+                            Input::Coo(c) => SparseTensor::from_coo(c, blocked),
+                            Input::Dense(d) => SparseTensor::from_dense(d, blocked),
+                        }
+                        .map_err(|e| bad(e.to_string()))?
+                        .to_coo();
+                        entries.sort_and_sum_duplicates();
+                        SparseTensor::from_coo(&entries, enc)
+                    } else {
+                        match input {
+                            Input::Coo(c) => SparseTensor::from_coo(c, enc),
+                            Input::Dense(d) => SparseTensor::from_dense(d, enc),
+                        }
                     }
                     .map_err(|e| bad(e.to_string()))?;
                     for l in 0..enc.lvl_rank() {
@@ -202,10 +216,8 @@ impl CoKernel {
                                 .insert(lower::crd_name(&tensor.name, l), ArrayData::I64(crd));
                         }
                     }
-                    b.buffers.insert(
-                        lower::vals_name(&tensor.name),
-                        st.values().cast(tensor.dtype),
-                    );
+                    let values = checked_cast(st.values(), tensor.dtype).map_err(bad)?;
+                    b.buffers.insert(lower::vals_name(&tensor.name), values);
                 }
             }
         }
@@ -293,6 +305,13 @@ impl CoKernel {
             pass: f.name.clone(),
             what,
         };
+        if self.plan.parallel_rows {
+            // All rows; a caller running chunks sets its own range per chunk.
+            let (lo, hi) = lower::row_range_params(&out.name);
+            let rows = self.rows(&b.params)?;
+            b.params.insert(lo, 0);
+            b.params.insert(hi, rows as i64);
+        }
         if let Some(count) = &self.count {
             let pos_name = format!("{}.pos", out.name);
             let rows = self.rows(&b.params)?;
@@ -317,8 +336,101 @@ impl CoKernel {
         exec(Pass::Compute, &self.compute, b).map_err(|e| run_err(&self.compute, e))
     }
 
-    /// The result, read from bindings after [`CoKernel::run`].
+    /// The result, read from bindings after [`CoKernel::run`]: a dense array, or the storage
+    /// of the result's declared encoding (validated by the storage module's checks).
     pub fn output(&self, b: &Bindings) -> Result<Output, CoiterError> {
+        if self.plan.mode == OutMode::Dense {
+            return self.output_entries(b);
+        }
+        let out = self.assignment.output();
+        let enc = out.encoding.as_ref().expect("a sparse result is encoded");
+        let shape: Vec<usize> = out
+            .extents
+            .iter()
+            .map(|s| size_value(s, &b.params).unwrap_or(0) as usize)
+            .collect();
+        let bad = |e: lacuna_ir::storage::StorageError| CoiterError::Run {
+            pass: self.compute.name.clone(),
+            what: format!("result `{}` in {enc}: {e}", out.name),
+        };
+        if self.rows_are_levels() {
+            // Dense levels over the row variables, then one compressed level: the passes'
+            // positions and coordinates are that storage as they are.
+            let get = |n: String| {
+                b.buffers.get(&n).ok_or_else(|| CoiterError::Run {
+                    pass: self.compute.name.clone(),
+                    what: format!("result array `{n}` missing"),
+                })
+            };
+            let index = |a: &ArrayData| -> Vec<u64> {
+                a.to_i64_vec().into_iter().map(|x| x as u64).collect()
+            };
+            let pos = index(get(format!("{}.pos", out.name))?);
+            let crd = index(get(format!("{}.crd", out.name))?);
+            let values = get(lower::vals_name(&out.name))?.clone();
+            let nnz = pos.last().copied().unwrap_or(0) as usize;
+            let (crd, values) = if crd.len() > nnz {
+                // Never longer than the count; trimmed defensively for the checks below.
+                let keep: Vec<Scalar> = (0..nnz).filter_map(|e| values.get(e)).collect();
+                let mut v = ArrayData::zeros(values.dtype(), nnz);
+                for (e, x) in keep.into_iter().enumerate() {
+                    v.set(e, x);
+                }
+                (crd[..nnz].to_vec(), v)
+            } else {
+                (crd, values)
+            };
+            use lacuna_ir::storage::{IndexArray, Validation};
+            let wide = |v: &[u64]| {
+                IndexArray::from_u64s(lacuna_ir::encoding::IndexWidth::W64, v).expect("64-bit")
+            };
+            let t = SparseTensor::assemble(
+                enc,
+                &shape,
+                vec![wide(&pos), wide(&crd)],
+                values,
+                Validation::Checked,
+            )
+            .map_err(bad)?;
+            return Ok(Output::Sparse(t));
+        }
+        let coo = match self.output_entries(b)? {
+            Output::Coo(c) => c,
+            other => return Ok(other),
+        };
+        Ok(Output::Sparse(
+            SparseTensor::from_coo(&coo, enc).map_err(bad)?,
+        ))
+    }
+
+    /// Whether the result's encoding is dense levels over the row variables in iteration
+    /// order, then one unique, ordered compressed level over the innermost result variable.
+    pub fn rows_are_levels(&self) -> bool {
+        let out = self.assignment.output();
+        let Some(enc) = &out.encoding else {
+            return false;
+        };
+        let Some(last) = self.plan.last_var else {
+            return false;
+        };
+        let vars: Vec<usize> = self.plan.row_vars.iter().copied().chain([last]).collect();
+        let levels = enc.levels();
+        enc.is_permutation()
+            && levels.len() == vars.len()
+            && levels.iter().enumerate().all(|(l, spec)| {
+                let var = spec.expr.as_var().map(|d| out.vars[d.index()]);
+                let t = spec.lvl_type;
+                let kind_ok = if l + 1 == levels.len() {
+                    t.is_compressed() && t.is_unique() && t.is_ordered()
+                } else {
+                    t.is_dense()
+                };
+                var == Some(vars[l]) && kind_ok
+            })
+    }
+
+    /// The result as a dense array or as its entries in coordinate form.
+    pub fn output_entries(&self, b: &Bindings) -> Result<Output, CoiterError> {
         let a = &self.assignment;
         let out = a.output();
         let shape: Vec<usize> = out
@@ -403,6 +515,32 @@ impl CoKernel {
     ) -> Result<Output, CoiterError> {
         reference(self, b, inputs)
     }
+}
+
+/// `values` converted to `dtype`, refusing values an integer type cannot hold exactly (out of
+/// range, or not whole): never a silent wrap.
+fn checked_cast(values: &ArrayData, dtype: DType) -> Result<ArrayData, String> {
+    if dtype.is_int() && values.dtype() != dtype {
+        let (lo, hi) = match dtype {
+            DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+            DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+            _ => (-9.2e18, 9.2e18),
+        };
+        for e in 0..values.len() {
+            let Some(v) = values.get(e) else { continue };
+            let ok = match v {
+                Scalar::I64(x) => x as f64 >= lo && x as f64 <= hi,
+                other => {
+                    let x = other.as_f64();
+                    x.fract() == 0.0 && x >= lo && x <= hi
+                }
+            };
+            if !ok {
+                return Err(format!("entry {e}: value {v} does not fit {dtype}"));
+            }
+        }
+    }
+    Ok(values.cast(dtype))
 }
 
 fn index_data(a: &lacuna_ir::storage::IndexArray) -> ArrayData {
@@ -528,6 +666,26 @@ fn reference(
 }
 
 fn finish_reference(
+    k: &CoKernel,
+    out: &notation::Tensor,
+    extents: &[usize],
+    result: BTreeMap<Vec<usize>, Scalar>,
+) -> Result<Output, CoiterError> {
+    match finish_reference_entries(k, out, extents, result)? {
+        Output::Coo(c) => {
+            let enc = out.encoding.as_ref().expect("a sparse result is encoded");
+            SparseTensor::from_coo(&c, enc)
+                .map(Output::Sparse)
+                .map_err(|e| CoiterError::Run {
+                    pass: "reference".into(),
+                    what: format!("result `{}` in {enc}: {e}", out.name),
+                })
+        }
+        other => Ok(other),
+    }
+}
+
+fn finish_reference_entries(
     k: &CoKernel,
     out: &notation::Tensor,
     extents: &[usize],

@@ -685,11 +685,19 @@ pub fn analyze(p: &Program) -> Result<Assignment, CoiterError> {
             TExpr::Int(0),
         ),
     };
-    for t in &tensors {
+    for (ti, t) in tensors.iter().enumerate() {
         if let Some(enc) = &t.encoding {
-            if vlevels(enc).is_none() {
+            // Blocked operands (BSR, ELL) are read from an unblocked copy (see
+            // `lower::Plan::unblocked`); results and unstorable encodings are not.
+            let copyable = ti != out && enc.n_symbols() == 0 && !enc.has_slices();
+            if vlevels(enc).is_none() && !copyable {
+                let what = if ti == out {
+                    "a sparse result is written"
+                } else {
+                    "co-iteration reads"
+                };
                 return Err(unsupported(format!(
-                    "`{}`: co-iteration reads permutation maps with dense, compressed, loose_compressed and singleton levels, and n:m pairs (`d floordiv m : dense, d mod m : structured[n, m]`); found `{enc}` (convert it first)",
+                    "`{}`: {what} in permutation maps with dense, compressed, loose_compressed and singleton levels, and n:m pairs (`d floordiv m : dense, d mod m : structured[n, m]`); found `{enc}` (convert it first)",
                     t.name
                 )));
             }
