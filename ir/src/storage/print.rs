@@ -22,7 +22,8 @@ impl SparseTensor {
     /// For a view ([`SparseTensor::view`]) this is what MLIR 19 prints for a sliced tensor:
     /// `nse` and the buffers of the underlying tensor, `dim` and `lvl` of the slice.
     ///
-    /// Buffers come in storage-layout order; an array-of-structs COO region prints one
+    /// Buffers come in storage-layout order (a loose_compressed level's positions with the
+    /// trailing `0` MLIR 19 prints after the pairs); an array-of-structs COO region prints one
     /// interleaved `crd` line at its first level. Floats print as C's `%g` (as MLIR's runtime
     /// `printF64`), integers in decimal; positions and coordinates print unsigned (MLIR would
     /// sign-extend an 8-bit coordinate of 200 to -56).
@@ -51,7 +52,13 @@ impl SparseTensor {
         );
         for (l, level) in self.levels.iter().enumerate() {
             if let Some(p) = &level.positions {
-                let _ = writeln!(out, "pos[{l}] : {}", index_list(p));
+                let mut items: Vec<String> = p.to_u64_vec().iter().map(u64::to_string).collect();
+                // MLIR 19's positions buffer of a loose_compressed level holds one slot past its
+                // (lo, hi) pairs, and its print shows it: a trailing 0.
+                if self.encoding.levels()[l].lvl_type.is_loose_compressed() {
+                    items.push("0".into());
+                }
+                let _ = writeln!(out, "pos[{l}] : {}", list(items.into_iter()));
             }
             if let Some(c) = &level.coordinates {
                 let _ = writeln!(out, "crd[{l}] : {}", index_list(c));

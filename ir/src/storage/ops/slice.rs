@@ -264,6 +264,30 @@ impl SparseTensor {
         Ok(self.view_with(enc.clone(), abs))
     }
 
+    /// The view of this tensor that `enc`'s static dimension slices describe (dimensions
+    /// `enc` does not slice are taken whole): [`SparseTensor::view_as`] with the encoding's
+    /// own values. Dynamic (`?`) parts have no value here ([`StorageError::Slices`]).
+    pub fn view_by(&self, enc: &Encoding) -> Result<SparseTensor, StorageError> {
+        let rank = self.dim_shape.len();
+        let mut offsets = vec![0; rank];
+        let mut sizes = self.dim_shape.clone();
+        let mut strides = vec![1; rank];
+        let known = |b: SliceBound| match b {
+            SliceBound::Static(v) => {
+                usize::try_from(v).map_err(|_| StorageError::TooLarge("slice"))
+            }
+            SliceBound::Dynamic => Err(StorageError::Slices),
+        };
+        for d in 0..rank.min(enc.dim_rank()) {
+            if let Some(s) = enc.dim_slice(Dim::from_index(d)) {
+                offsets[d] = known(s.offset)?;
+                sizes[d] = known(s.size)?;
+                strides[d] = known(s.stride)?;
+            }
+        }
+        self.view_as(enc, &offsets, &sizes, &strides)
+    }
+
     /// The slices into the underlying tensor of the slices `offsets`, `sizes`, `strides` of
     /// this tensor (composed with this tensor's own, if it is a view).
     fn absolute_slices(
