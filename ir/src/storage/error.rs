@@ -14,7 +14,7 @@ pub enum StorageError {
     Symbols,
     /// The encoding has a dynamic (`?`) dimension slice, whose offset, size or stride storage
     /// does not know. Static slices are stored (see [`super::SparseTensor::from_coo`]).
-    #[error("cannot store an encoding with dynamic dimension slices")]
+    #[error("the encoding's dynamic (`?`) dimension slices have no values here; a view binds them (SparseTensor::view_as)")]
     Slices,
     /// The size of a statically sliced dimension differs from the slice's size.
     #[error("dimension {} is sliced to size {expected}, the tensor has size {found}", .dim.0)]
