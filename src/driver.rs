@@ -956,10 +956,16 @@ pub fn convert_file(
 ) -> Result<lacuna_ir::storage::SparseTensor, DriverError> {
     let enc = parse_encoding_arg(to)?;
     let coo = load_coo(path)?;
-    lacuna_ir::storage::SparseTensor::from_coo(&coo, &enc).map_err(|source| DriverError::Storage {
+    let err = |source| DriverError::Storage {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    if !enc.has_slices() {
+        return lacuna_ir::storage::SparseTensor::from_coo(&coo, &enc).map_err(err);
+    }
+    // A sliced encoding views the file's tensor, as `tensor.extract_slice` in MLIR.
+    let base = lacuna_ir::storage::SparseTensor::from_coo(&coo, &enc.without_slices());
+    base.and_then(|t| t.view_by(&enc)).map_err(err)
 }
 
 /// Bytes of a stored tensor: positions and coordinates at their widths, plus values.

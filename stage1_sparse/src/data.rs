@@ -1176,13 +1176,50 @@ fn bind_encoded(
         axis: buf.axes.first().cloned().unwrap_or_default(),
         reason,
     };
-    let enc = crate::sparsify::buffer_encoding(buf)
+    let declared = crate::sparsify::declared_encoding(buf)
         .map_err(|e| bad(e.to_string()))?
         .ok_or_else(|| bad("no encoding".into()))?;
+    let enc = declared.without_slices();
     let coo = match input {
         Input::Coo(c) => c.clone(),
         Input::Dense(d) => dense_to_coo(d),
     };
+    // A sliced buffer views its input (as MLIR's `tensor.extract_slice`): the kernel computes
+    // on the entries inside the slice, stored in the encoding without slices.
+    // The input is stored as COO first: the slice, not the whole input, must fit `enc` (an
+    // ELL width or n:m pattern).
+    let viewed = declared.has_slices().then(|| {
+        let rank = coo.shape.len();
+        let mut slices = (vec![0; rank], coo.shape.clone(), vec![1; rank]);
+        for d in 0..rank.min(declared.dim_rank()) {
+            let Some(s) = declared.dim_slice(lacuna_ir::encoding::Dim(d as u32)) else {
+                continue;
+            };
+            for (dst, b) in [
+                (&mut slices.0, s.offset),
+                (&mut slices.1, s.size),
+                (&mut slices.2, s.stride),
+            ] {
+                match b {
+                    lacuna_ir::encoding::SliceBound::Static(v) => {
+                        dst[d] = usize::try_from(v).unwrap_or(usize::MAX)
+                    }
+                    lacuna_ir::encoding::SliceBound::Dynamic => {
+                        return Err(lacuna_ir::storage::StorageError::Slices)
+                    }
+                }
+            }
+        }
+        let coo_enc = lacuna_ir::encoding::preset(&format!("coo({rank})"))
+            .map_err(|_| lacuna_ir::storage::StorageError::Slices)?;
+        let base = lacuna_ir::storage::SparseTensor::from_coo(&coo, &coo_enc)?;
+        base.view(&slices.0, &slices.1, &slices.2)?.convert(&enc)
+    });
+    let viewed = viewed.transpose().map_err(|e| bad(e.to_string()))?;
+    let shape: Vec<usize> = viewed
+        .as_ref()
+        .map_or(&coo.shape[..], |t| t.dim_shape())
+        .to_vec();
     if coo.shape.len() != buf.dims.len() {
         return Err(BindError::Rank {
             buffer: buf.name.clone(),
@@ -1194,12 +1231,15 @@ fn bind_encoded(
         let ext = b.axis(ax).kind.coord_extent().clone();
         b.bind_size(
             &ext,
-            coo.shape[d],
+            shape[d],
             &format!("input `{}` dimension {d}", buf.name),
         )?;
     }
-    let t =
-        lacuna_ir::storage::SparseTensor::from_coo(&coo, &enc).map_err(|e| bad(e.to_string()))?;
+    let t = match viewed {
+        Some(t) => t,
+        None => lacuna_ir::storage::SparseTensor::from_coo(&coo, &enc)
+            .map_err(|e| bad(e.to_string()))?,
+    };
     let rooted = buf.axes.len() == enc.lvl_rank() + 1;
     for k in 0..enc.lvl_rank() {
         let ax = &buf.axes[k + usize::from(rooted)];

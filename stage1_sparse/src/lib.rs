@@ -33,7 +33,7 @@ pub use ir::{
 };
 pub use parse::{parse_expr, parse_stmt_text, ParseError};
 pub use print::print_program;
-pub use sparsify::{buffer_encoding, sparsify};
+pub use sparsify::{buffer_encoding, declared_encoding, sparsify};
 pub use verify::{
     concrete_type, resolve_index, resolve_literals, type_of, unify, verify, Ty, VerifyError,
 };

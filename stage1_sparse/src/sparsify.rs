@@ -36,8 +36,16 @@ struct Levels {
     dims: Vec<String>,
 }
 
-/// The encoding of a buffer, parsed.
+/// The storage encoding of a buffer, parsed: the declared encoding without its dimension
+/// slices. An input declared with slices is a view of the tensor it is bound to; kernels compute
+/// on the view stored in this encoding (see [`declared_encoding`]). An output declared with
+/// slices is stored without them.
 pub fn buffer_encoding(b: &Buffer) -> Result<Option<Encoding>, VerifyError> {
+    Ok(declared_encoding(b)?.map(|e| e.without_slices()))
+}
+
+/// The encoding of a buffer as declared, slices included.
+pub fn declared_encoding(b: &Buffer) -> Result<Option<Encoding>, VerifyError> {
     match &b.encoding {
         None => Ok(None),
         Some(text) => {
@@ -45,11 +53,26 @@ pub fn buffer_encoding(b: &Buffer) -> Result<Option<Encoding>, VerifyError> {
                 buffer: b.name.clone(),
                 rendered: e.render(text),
             })?;
-            // Kernels address buffers by dimension coordinates; a slice would shift them.
-            if enc.has_slices() || enc.n_symbols() > 0 {
+            if enc.n_symbols() > 0 {
                 return Err(unsupported(
                     &b.name,
-                    "encodings with dimension slices or symbols are not supported in kernels yet"
+                    format!(
+                        "the encoding has {} symbol(s) (`[s0, ...]`, e.g. ELL's counting symbol): \
+                         kernels need every level size from the dimension sizes; use a preset \
+                         such as `ell(w)` (`structured[w, w]`) instead",
+                        enc.n_symbols()
+                    ),
+                ));
+            }
+            let dynamic = (0..enc.dim_rank()).any(|d| {
+                enc.dim_slice(Dim(d as u32)).is_some_and(|s| {
+                    [s.offset, s.size, s.stride].contains(&lacuna_ir::encoding::SliceBound::Dynamic)
+                })
+            });
+            if dynamic && b.role == crate::ir::Role::Input {
+                return Err(unsupported(
+                    &b.name,
+                    "a kernel input's dimension slices must be static: `?` has no value to bind"
                         .into(),
                 ));
             }

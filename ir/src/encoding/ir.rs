@@ -147,6 +147,13 @@ impl Encoding {
     pub fn dim_slice(&self, d: Dim) -> Option<&DimSlice> {
         self.dim_slices.get(d.index()).and_then(|s| s.as_ref())
     }
+    /// The same encoding without dimension slices: that of the tensor a view views.
+    pub fn without_slices(&self) -> Encoding {
+        Encoding {
+            dim_slices: Vec::new(),
+            ..self.clone()
+        }
+    }
     /// True when some dimension is sliced.
     pub fn has_slices(&self) -> bool {
         self.dim_slices.iter().any(Option::is_some)

@@ -24,8 +24,8 @@
 //!   verified and printed; storage ([`crate::storage`]) rejects encodings with symbols, since
 //!   their values are unknown.
 //! - Dimension slices are parsed, verified (offset >= 0, size and stride > 0) and printed;
-//!   storage holds the underlying tensor a static slice views, as MLIR does, and rejects
-//!   dynamic (`?`) slices.
+//!   a stored tensor with slices is a zero-copy view of an underlying tensor, as in MLIR
+//!   (`?` parts bound when the view is made, see [`crate::storage::SparseTensor::view_as`]).
 //! - `floordiv` and `mod` take positive integer constants only; `ceildiv` is rejected.
 //! - Widths other than 0, 8, 16, 32, 64 are errors (MLIR rejects 2-bit coordinates, too).
 

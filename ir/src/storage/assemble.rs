@@ -67,13 +67,7 @@ impl SparseTensor {
                 }
             }
         }
-        let t = SparseTensor {
-            encoding: enc.clone(),
-            dim_shape: dim_shape.to_vec(),
-            lvl_shape,
-            levels,
-            values,
-        };
+        let t = SparseTensor::from_levels(enc, dim_shape.to_vec(), lvl_shape, levels, values)?;
         let parents = t.check_lengths(validation)?;
         if validation == Validation::Checked {
             t.check_coordinates(&parents)?;

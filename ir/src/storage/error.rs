@@ -14,7 +14,7 @@ pub enum StorageError {
     Symbols,
     /// The encoding has a dynamic (`?`) dimension slice, whose offset, size or stride storage
     /// does not know. Static slices are stored (see [`super::SparseTensor::from_coo`]).
-    #[error("cannot store an encoding with dynamic dimension slices")]
+    #[error("the encoding's dynamic (`?`) dimension slices have no values here; a view binds them (SparseTensor::view_as)")]
     Slices,
     /// The size of a statically sliced dimension differs from the slice's size.
     #[error("dimension {} is sliced to size {expected}, the tensor has size {found}", .dim.0)]
@@ -305,8 +305,8 @@ pub enum StorageError {
     /// `reorder_coo`: the target has other dimensions (rank, lvl->dim map or slices).
     #[error("reorder_coo: the target's dimensions differ from the tensor's")]
     ReorderDims,
-    /// `extract_slice` got offsets, sizes or strides of the wrong length.
-    #[error("extract_slice: the tensor has {expected} dimensions, got {found} {what}")]
+    /// `extract_slice` or a view got offsets, sizes or strides of the wrong length.
+    #[error("slice: the tensor has {expected} dimensions, got {found} {what}")]
     SliceArity {
         /// `"offsets"`, `"sizes"` or `"strides"`.
         what: &'static str,
@@ -317,7 +317,7 @@ pub enum StorageError {
     },
     /// `extract_slice`: a slice reaches outside its dimension or has stride 0.
     #[error(
-        "extract_slice: slice (offset {offset}, size {size}, stride {stride}) does not fit dimension {} of size {extent}",
+        "slice (offset {offset}, size {size}, stride {stride}) does not fit dimension {} of size {extent}",
         .dim.0
     )]
     SliceOutOfBounds {
@@ -331,5 +331,44 @@ pub enum StorageError {
         stride: usize,
         /// The dimension's size.
         extent: usize,
+    },
+    /// A view's encoding stores other levels or widths than the tensor it views.
+    #[error("view: the encoding `{found}` does not store the levels of the viewed tensor's `{expected}`")]
+    ViewEncoding {
+        /// The viewed tensor's encoding, without slices.
+        expected: String,
+        /// The view's encoding, without slices.
+        found: String,
+    },
+    /// A view's encoding fixes a slice part to another value than the one asked for.
+    #[error("view: dimension {} has slice {what} {expected} in the encoding, got {found}", .dim.0)]
+    SliceMismatch {
+        /// The dimension.
+        dim: Dim,
+        /// `"offset"`, `"size"` or `"stride"`.
+        what: &'static str,
+        /// The encoding's value (for a dimension without slice: 0, its size, 1).
+        expected: usize,
+        /// The value asked for.
+        found: usize,
+    },
+    /// Serialized view parts whose slice sizes are not the dimension sizes.
+    #[error("view: the slice sizes {expected:?} are not the dimension sizes {found:?}")]
+    ViewShape {
+        /// The slice sizes.
+        expected: Vec<usize>,
+        /// The dimension sizes.
+        found: Vec<usize>,
+    },
+    /// `crd_translate`: a dimension coordinate outside its dimension's slice (`dim_to_lvl`:
+    /// not below the slice size; `lvl_to_dim`: an underlying coordinate the slice does not see).
+    #[error("crd_translate {direction}: coordinate {coord} of dimension {} is outside its slice", .dim.0)]
+    CrdOffSlice {
+        /// The direction.
+        direction: CrdTransDirection,
+        /// The dimension.
+        dim: Dim,
+        /// The coordinate (of the slice for `dim_to_lvl`, underlying for `lvl_to_dim`).
+        coord: u64,
     },
 }

@@ -201,11 +201,5 @@ pub(crate) fn finish(
             coordinates,
         });
     }
-    Ok(SparseTensor {
-        encoding: enc.clone(),
-        dim_shape,
-        lvl_shape,
-        levels,
-        values,
-    })
+    SparseTensor::from_levels(enc, dim_shape, lvl_shape, levels, values)
 }

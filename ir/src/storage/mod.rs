@@ -20,9 +20,11 @@
 //! assert!(csr.print().contains("pos[1] : ( 0, 1, 3 )\ncrd[1] : ( 2, 0, 2 )\n"));
 //! ```
 //!
-//! Encodings with symbols or dynamic dimension slices cannot be stored
-//! ([`StorageError::Symbols`], [`StorageError::Slices`]); static slices store the underlying
-//! tensor they view, as in MLIR ([`SparseTensor::from_coo`]). The operations of MLIR's
+//! Encodings with symbols cannot be stored ([`StorageError::Symbols`]). A tensor whose encoding
+//! has dimension slices is a view of an underlying tensor, as in MLIR: [`SparseTensor::view`]
+//! and [`SparseTensor::view_as`] (which binds `?` slice parts) share the viewed tensor's
+//! buffers without copying; [`SparseTensor::from_coo`] stores static slices over the smallest
+//! underlying tensor and rejects dynamic ones ([`StorageError::Slices`]). The operations of MLIR's
 //! `sparse_tensor` dialect on stored tensors (`concatenate`, `sort`, `reorder_coo`,
 //! `crd_translate`, `reinterpret_map`, `extract_slice`) are methods of [`SparseTensor`].
 
@@ -43,4 +45,4 @@ pub use index_array::{DoesNotFit, IndexArray};
 pub use layout::{storage_fields, Field};
 pub use ops::CrdTransDirection;
 pub use print::format_g;
-pub use tensor::{lvl_shape, LevelStorage, SparseTensor, TensorParts};
+pub use tensor::{lvl_shape, LevelStorage, SparseTensor, TensorParts, ViewParts};

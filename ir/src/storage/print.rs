@@ -1,7 +1,7 @@
 //! The text MLIR 19's `sparse_tensor.print` writes for a tensor.
 
 use super::index_array::IndexArray;
-use super::tensor::SparseTensor;
+use super::tensor::{levels_over, SparseTensor};
 use crate::ArrayData;
 use std::fmt::Write;
 
@@ -19,7 +19,11 @@ impl SparseTensor {
     /// ----
     /// ```
     ///
-    /// Buffers come in storage-layout order; an array-of-structs COO region prints one
+    /// For a view ([`SparseTensor::view`]) this is what MLIR 19 prints for a sliced tensor:
+    /// `nse` and the buffers of the underlying tensor, `dim` and `lvl` of the slice.
+    ///
+    /// Buffers come in storage-layout order (a loose_compressed level's positions with the
+    /// trailing `0` MLIR 19 prints after the pairs); an array-of-structs COO region prints one
     /// interleaved `crd` line at its first level. Floats print as C's `%g` (as MLIR's runtime
     /// `printF64`), integers in decimal; positions and coordinates print unsigned (MLIR would
     /// sign-extend an 8-bit coordinate of 200 to -56).
@@ -31,14 +35,30 @@ impl SparseTensor {
             "dim = {}",
             list(self.dim_shape.iter().map(|n| n.to_string()))
         );
+        // MLIR 19 sets a view's level sizes to its slice sizes (the FIXME in its
+        // `SparseExtractSliceConverter`): the levels over the view's dimension sizes.
+        let view_lvls;
+        let lvl_shape = if self.is_view() {
+            let enc = self.encoding.without_slices();
+            view_lvls = levels_over(&enc, &self.dim_shape).unwrap_or_default();
+            &view_lvls
+        } else {
+            &self.lvl_shape
+        };
         let _ = writeln!(
             out,
             "lvl = {}",
-            list(self.lvl_shape.iter().map(|n| n.to_string()))
+            list(lvl_shape.iter().map(|n| n.to_string()))
         );
         for (l, level) in self.levels.iter().enumerate() {
             if let Some(p) = &level.positions {
-                let _ = writeln!(out, "pos[{l}] : {}", index_list(p));
+                let mut items: Vec<String> = p.to_u64_vec().iter().map(u64::to_string).collect();
+                // MLIR 19's positions buffer of a loose_compressed level holds one slot past its
+                // (lo, hi) pairs, and its print shows it: a trailing 0.
+                if self.encoding.levels()[l].lvl_type.is_loose_compressed() {
+                    items.push("0".into());
+                }
+                let _ = writeln!(out, "pos[{l}] : {}", list(items.into_iter()));
             }
             if let Some(c) = &level.coordinates {
                 let _ = writeln!(out, "crd[{l}] : {}", index_list(c));

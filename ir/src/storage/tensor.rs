@@ -3,9 +3,11 @@
 use super::error::StorageError;
 use super::index_array::IndexArray;
 use super::layout::Field;
+use super::ops::slice::StaticSlice;
 use crate::encoding::{Dim, Encoding, LevelFormat, Lvl, Var};
 use crate::{ArrayData, Scalar};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The overhead arrays of one level. In an array-of-structs COO region the first level holds
 /// the interleaved coordinates of all its levels and the later levels hold none.
@@ -28,10 +30,16 @@ impl LevelStorage {
 
 /// A tensor stored in the layout its [`Encoding`] prescribes (MLIR's storage layout).
 ///
-/// Invariants (checked by every constructor): the encoding has no symbols or dynamic slices;
-/// `lvl_shape` is the encoding's level shape of `dim_shape` (of the underlying shape where
-/// dimensions are sliced, see [`SparseTensor::from_coo`]); buffers have the lengths the level formats
-/// require and the declared widths; `values` has one value per position of the last level.
+/// Invariants (checked by every constructor): the encoding has no symbols; `lvl_shape` is the
+/// encoding's level shape of `base_shape`, the dimension sizes of the stored tensor; buffers
+/// have the lengths the level formats require and the declared widths; `values` has one value
+/// per position of the last level.
+///
+/// A tensor whose encoding slices dimensions is a *view* (MLIR's `tensor.extract_slice` of a
+/// sparse tensor): its levels, shared with the tensor it views (no copy, see
+/// [`SparseTensor::view`]), store the underlying tensor of `base_shape`, and its dimension
+/// `d` of size `dim_shape[d]` sees the underlying coordinates `offset + i * stride`. The
+/// slices' values, `?` ones included, are bound in the tensor.
 /// A tensor assembled without validation may break ordering, uniqueness and bounds of its
 /// coordinates; traversals then give unspecified entries but never panic.
 ///
@@ -41,9 +49,13 @@ impl LevelStorage {
 pub struct SparseTensor {
     pub(crate) encoding: Encoding,
     pub(crate) dim_shape: Vec<usize>,
+    /// The dimension sizes of the stored (underlying) tensor: `dim_shape` without slices.
+    pub(crate) base_shape: Vec<usize>,
+    /// Per dimension, the bound slice (all `None`, or empty, without slices).
+    pub(crate) slices: Vec<Option<StaticSlice>>,
     pub(crate) lvl_shape: Vec<usize>,
-    pub(crate) levels: Vec<LevelStorage>,
-    pub(crate) values: ArrayData,
+    pub(crate) levels: Arc<Vec<LevelStorage>>,
+    pub(crate) values: Arc<ArrayData>,
 }
 
 /// What [`SparseTensor::assemble`] takes and [`SparseTensor::disassemble`] gives, with the
@@ -58,16 +70,35 @@ pub struct TensorParts {
     pub buffers: Vec<IndexArray>,
     /// The values.
     pub values: ArrayData,
+    /// For a view (an encoding with dimension slices), the dimension sizes of the underlying
+    /// tensor, and the offset, size and stride of every dimension (`?` bound); `None` stores
+    /// the smallest underlying tensor holding the static slices ([`SparseTensor::assemble`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<ViewParts>,
+}
+
+/// The bound slices of a view: what [`TensorParts::view`] holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewParts {
+    /// The dimension sizes of the underlying tensor.
+    pub base_shape: Vec<usize>,
+    /// Per dimension, `(offset, size, stride)` in the underlying tensor.
+    pub slices: Vec<(usize, usize, usize)>,
 }
 
 impl From<SparseTensor> for TensorParts {
     fn from(t: SparseTensor) -> TensorParts {
         let (buffers, values) = t.disassemble();
+        let view = t.encoding.has_slices().then(|| ViewParts {
+            base_shape: t.base_shape.clone(),
+            slices: t.bound_slices(),
+        });
         TensorParts {
             encoding: t.encoding,
             dim_shape: t.dim_shape,
             buffers,
             values,
+            view,
         }
     }
 }
@@ -76,8 +107,35 @@ impl TryFrom<TensorParts> for SparseTensor {
     type Error = StorageError;
     fn try_from(p: TensorParts) -> Result<SparseTensor, StorageError> {
         let validation = super::Validation::Checked;
-        SparseTensor::assemble(&p.encoding, &p.dim_shape, p.buffers, p.values, validation)
+        match p.view {
+            None => {
+                SparseTensor::assemble(&p.encoding, &p.dim_shape, p.buffers, p.values, validation)
+            }
+            Some(v) => {
+                let base = p.encoding.without_slices();
+                let t =
+                    SparseTensor::assemble(&base, &v.base_shape, p.buffers, p.values, validation)?;
+                let (offsets, sizes, strides) = unzip3(&v.slices);
+                if sizes != p.dim_shape {
+                    return Err(StorageError::ViewShape {
+                        expected: sizes,
+                        found: p.dim_shape,
+                    });
+                }
+                t.view_as(&p.encoding, &offsets, &sizes, &strides)
+            }
+        }
     }
+}
+
+fn unzip3(v: &[(usize, usize, usize)]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let mut out = (Vec::new(), Vec::new(), Vec::new());
+    for &(a, b, c) in v {
+        out.0.push(a);
+        out.1.push(b);
+        out.2.push(c);
+    }
+    out
 }
 
 /// Rejects encodings storage cannot handle (symbols, dynamic slices).
@@ -86,6 +144,20 @@ pub(crate) fn check_storable(enc: &Encoding) -> Result<(), StorageError> {
         return Err(StorageError::Symbols);
     }
     super::ops::slice::static_slices(enc).map(|_| ())
+}
+
+/// The level shape of `enc`'s levels over dimension sizes `shape` (slices not applied).
+pub(crate) fn levels_over(enc: &Encoding, shape: &[usize]) -> Result<Vec<usize>, StorageError> {
+    let extents: Vec<u64> = shape.iter().map(|&n| n as u64).collect();
+    (enc.levels().iter().enumerate())
+        .map(|(l, spec)| match spec.expr.bounds(&extents) {
+            Ok(None) => Ok(0),
+            Ok(Some(b)) if b.lo < 0 => Err(StorageError::NegativeLevel(Lvl::from_index(l))),
+            Ok(Some(b)) => (b.hi.checked_add(1).and_then(|s| usize::try_from(s).ok()))
+                .ok_or(StorageError::TooLarge("level size")),
+            Err(()) => Err(StorageError::TooLarge("level size")),
+        })
+        .collect()
 }
 
 /// The level shape of a tensor of `dim_shape` under `enc`: each level's largest value plus one
@@ -101,19 +173,34 @@ pub fn lvl_shape(enc: &Encoding, dim_shape: &[usize]) -> Result<Vec<usize>, Stor
         });
     }
     let underlying = super::ops::slice::underlying_shape(enc, dim_shape)?;
-    let extents: Vec<u64> = underlying.iter().map(|&n| n as u64).collect();
-    (enc.levels().iter().enumerate())
-        .map(|(l, spec)| match spec.expr.bounds(&extents) {
-            Ok(None) => Ok(0),
-            Ok(Some(b)) if b.lo < 0 => Err(StorageError::NegativeLevel(Lvl::from_index(l))),
-            Ok(Some(b)) => (b.hi.checked_add(1).and_then(|s| usize::try_from(s).ok()))
-                .ok_or(StorageError::TooLarge("level size")),
-            Err(()) => Err(StorageError::TooLarge("level size")),
-        })
-        .collect()
+    levels_over(enc, &underlying)
 }
 
 impl SparseTensor {
+    /// A tensor of `dim_shape` in `enc` over built buffers: for static slices, the smallest
+    /// underlying tensor holding them (see [`SparseTensor::from_coo`]).
+    pub(crate) fn from_levels(
+        enc: &Encoding,
+        dim_shape: Vec<usize>,
+        lvl_shape: Vec<usize>,
+        levels: Vec<LevelStorage>,
+        values: ArrayData,
+    ) -> Result<SparseTensor, StorageError> {
+        let base_shape = super::ops::slice::underlying_shape(enc, &dim_shape)?;
+        let slices = match enc.has_slices() {
+            true => super::ops::slice::static_slices(enc)?,
+            false => Vec::new(),
+        };
+        Ok(SparseTensor {
+            encoding: enc.clone(),
+            dim_shape,
+            base_shape,
+            slices,
+            lvl_shape,
+            levels: Arc::new(levels),
+            values: Arc::new(values),
+        })
+    }
     /// The encoding.
     pub fn encoding(&self) -> &Encoding {
         &self.encoding
@@ -122,9 +209,33 @@ impl SparseTensor {
     pub fn dim_shape(&self) -> &[usize] {
         &self.dim_shape
     }
-    /// The level sizes.
+    /// The level sizes of the storage (of the underlying tensor for a view).
     pub fn lvl_shape(&self) -> &[usize] {
         &self.lvl_shape
+    }
+    /// The dimension sizes of the stored tensor: [`Self::dim_shape`] without slices, the shape
+    /// of the underlying tensor for a view.
+    pub fn base_shape(&self) -> &[usize] {
+        &self.base_shape
+    }
+    /// True when this tensor's encoding has dimension slices: it views an underlying tensor.
+    pub fn is_view(&self) -> bool {
+        self.slices.iter().any(Option::is_some)
+    }
+    /// Per dimension, `(offset, size, stride)` into the underlying tensor (`(0, n, 1)` for a
+    /// dimension that is not sliced), `?` parts bound.
+    pub fn bound_slices(&self) -> Vec<(usize, usize, usize)> {
+        (0..self.dim_shape.len())
+            .map(|d| match self.slices.get(d).copied().flatten() {
+                Some(s) => (s.offset, s.size, s.stride),
+                None => (0, self.dim_shape[d], 1),
+            })
+            .collect()
+    }
+    /// True when `self` and `other` hold the very same position, coordinate and value arrays
+    /// (a view and the tensor it views, or a `reinterpret_map`): shared, not equal copies.
+    pub fn shares_storage_with(&self, other: &SparseTensor) -> bool {
+        Arc::ptr_eq(&self.levels, &other.levels) && Arc::ptr_eq(&self.values, &other.values)
     }
     /// The per-level buffers.
     pub fn levels(&self) -> &[LevelStorage] {
@@ -134,9 +245,20 @@ impl SparseTensor {
     pub fn values(&self) -> &ArrayData {
         &self.values
     }
-    /// The number of stored values including explicit zeros (MLIR's `nse`).
+    /// The number of stored values including explicit zeros: MLIR's
+    /// `sparse_tensor.number_of_entries` and the `nse` of its print. For a view, this counts
+    /// the underlying tensor's stored values, as MLIR 19 does; see
+    /// [`Self::number_of_visible_entries`] for those inside the slice.
     pub fn number_of_entries(&self) -> usize {
         self.values.len()
+    }
+    /// The number of stored values [`Self::foreach`] visits: those inside the dimension shape
+    /// and, for a view, inside its slices (explicit zeros included). Equals
+    /// [`Self::number_of_entries`] for a tensor that is no view and has no block padding.
+    pub fn number_of_visible_entries(&self) -> usize {
+        let mut n = 0;
+        self.foreach(|_, _, _| n += 1);
+        n
     }
     /// The positions of level `l`, if it has any.
     pub fn positions(&self, l: Lvl) -> Option<&IndexArray> {
@@ -242,7 +364,7 @@ impl SparseTensor {
     /// Through a dimension slice, the dimension coordinates are the slice's, and entries off
     /// the slice are skipped.
     pub fn foreach(&self, mut f: impl FnMut(&[usize], &[u64], Scalar)) {
-        let slices = super::ops::slice::static_slices(&self.encoding).unwrap_or_default();
+        let slices = &self.slices;
         let mut dims = vec![0usize; self.dim_shape.len()];
         let mut lvl_i64 = vec![0i64; self.levels.len()];
         let mut scratch = Vec::new();
@@ -274,11 +396,11 @@ impl SparseTensor {
     /// values: what `sparse_tensor.disassemble` returns.
     pub fn disassemble(&self) -> (Vec<IndexArray>, ArrayData) {
         let mut buffers = Vec::new();
-        for level in &self.levels {
+        for level in self.levels.iter() {
             buffers.extend(level.positions.iter().cloned());
             buffers.extend(level.coordinates.iter().cloned());
         }
-        (buffers, self.values.clone())
+        (buffers, ArrayData::clone(&self.values))
     }
     /// The buffer named by `field`.
     pub fn field(&self, field: Field) -> Option<&IndexArray> {

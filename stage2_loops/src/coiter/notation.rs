@@ -302,6 +302,15 @@ fn encoding_of(b: &lacuna_stage1::Buffer) -> Result<Option<Encoding>, CoiterErro
             let enc = parse_format(text).map_err(|e| CoiterError::Unsupported {
                 what: format!("buffer `{}`: {}", b.name, e.render(text)),
             })?;
+            if enc.has_slices() {
+                return Err(CoiterError::Unsupported {
+                    what: format!(
+                        "buffer `{}`: dimension slices in co-iteration kernels (kernels with one \
+                         encoded input, such as spmv, spmm and sddmm, take them)",
+                        b.name
+                    ),
+                });
+            }
             Ok(Some(enc))
         }
     }

@@ -1,6 +1,7 @@
 //! `crd_translate` and `reinterpret_map`: coordinates through an encoding's map, and the same
 //! storage under another map.
 
+use super::slice::{static_slices, StaticSlice};
 use crate::encoding::{Dim, Encoding, Lvl, Var};
 use crate::storage::error::StorageError;
 use crate::storage::tensor::{lvl_shape, SparseTensor};
@@ -29,50 +30,32 @@ impl fmt::Display for CrdTransDirection {
 impl SparseTensor {
     /// Translates `coords` through `enc`'s map, like MLIR's `sparse_tensor.crd_translate`:
     /// `DimToLvl` takes one coordinate per dimension and gives one per level, `LvlToDim` the
-    /// reverse. Dimension slices are not applied (the map relates the coordinates of the
-    /// underlying tensor to its levels).
+    /// reverse. Static dimension slices are applied: a dimension coordinate `c` of a slice
+    /// `(offset, size, stride)` is the underlying coordinate `offset + c * stride` the levels
+    /// map. For dynamic slices use [`SparseTensor::translate`] on a view, which has them bound.
     ///
-    /// Errors: symbols ([`StorageError::Symbols`]), the wrong number of coordinates
-    /// ([`StorageError::CrdArity`]), a coordinate above `i64::MAX`
-    /// ([`StorageError::TooLarge`]), a result that is negative or overflows
-    /// ([`StorageError::CrdOutOfRange`]).
+    /// Errors: symbols ([`StorageError::Symbols`]), dynamic slices ([`StorageError::Slices`]),
+    /// the wrong number of coordinates ([`StorageError::CrdArity`]), a coordinate above
+    /// `i64::MAX` ([`StorageError::TooLarge`]), a result that is negative or overflows
+    /// ([`StorageError::CrdOutOfRange`]), a dimension coordinate outside its slice
+    /// ([`StorageError::CrdOffSlice`]).
     pub fn crd_translate(
         enc: &Encoding,
         direction: CrdTransDirection,
         coords: &[u64],
     ) -> Result<Vec<u64>, StorageError> {
-        if enc.n_symbols() > 0 {
-            return Err(StorageError::Symbols);
-        }
-        let (from, to) = match direction {
-            CrdTransDirection::DimToLvl => (enc.dim_rank(), enc.lvl_rank()),
-            CrdTransDirection::LvlToDim => (enc.lvl_rank(), enc.dim_rank()),
-        };
-        if coords.len() != from {
-            return Err(StorageError::CrdArity {
-                direction,
-                expected: from,
-                found: coords.len(),
-            });
-        }
-        let vars: Vec<i64> = (coords.iter())
-            .map(|&c| i64::try_from(c).map_err(|_| StorageError::TooLarge("coordinate")))
-            .collect::<Result<_, _>>()?;
-        let mut scratch = Vec::new();
-        (0..to)
-            .map(|index| {
-                let value = match direction {
-                    CrdTransDirection::DimToLvl => enc
-                        .dim_to_lvl(Lvl::from_index(index))
-                        .eval_with(&vars, &[], &mut scratch),
-                    CrdTransDirection::LvlToDim => enc
-                        .lvl_to_dim(Dim::from_index(index))
-                        .eval_with(&vars, &[], &mut scratch),
-                };
-                (value.and_then(|v| u64::try_from(v).ok()))
-                    .ok_or(StorageError::CrdOutOfRange { direction, index })
-            })
-            .collect()
+        let slices = static_slices(enc)?;
+        translate_with(enc, &slices, direction, coords)
+    }
+
+    /// [`SparseTensor::crd_translate`] through this tensor's encoding, with the slices of a
+    /// view bound (`?` parts included).
+    pub fn translate(
+        &self,
+        direction: CrdTransDirection,
+        coords: &[u64],
+    ) -> Result<Vec<u64>, StorageError> {
+        translate_with(&self.encoding, &self.slices, direction, coords)
     }
 
     /// The same storage read through another map, like MLIR's `sparse_tensor.reinterpret_map`
@@ -140,6 +123,8 @@ impl SparseTensor {
         }
         Ok(SparseTensor {
             encoding: new.clone(),
+            base_shape: dim_shape.clone(),
+            slices: Vec::new(),
             dim_shape,
             lvl_shape: new_lvl_shape,
             levels: self.levels.clone(),
@@ -160,6 +145,75 @@ fn reached_dim_shape(enc: &Encoding, lvl_shape: &[usize]) -> Result<Vec<usize>, 
                     .and_then(|s| usize::try_from(s.max(0)).ok())
                     .ok_or(StorageError::TooLarge("dimension size")),
                 Err(()) => Err(StorageError::TooLarge("dimension size")),
+            }
+        })
+        .collect()
+}
+
+fn translate_with(
+    enc: &Encoding,
+    slices: &[Option<StaticSlice>],
+    direction: CrdTransDirection,
+    coords: &[u64],
+) -> Result<Vec<u64>, StorageError> {
+    if enc.n_symbols() > 0 {
+        return Err(StorageError::Symbols);
+    }
+    let (from, to) = match direction {
+        CrdTransDirection::DimToLvl => (enc.dim_rank(), enc.lvl_rank()),
+        CrdTransDirection::LvlToDim => (enc.lvl_rank(), enc.dim_rank()),
+    };
+    if coords.len() != from {
+        return Err(StorageError::CrdArity {
+            direction,
+            expected: from,
+            found: coords.len(),
+        });
+    }
+    let slice = |d: usize| slices.get(d).copied().flatten();
+    let mut vars: Vec<i64> = (coords.iter())
+        .map(|&c| i64::try_from(c).map_err(|_| StorageError::TooLarge("coordinate")))
+        .collect::<Result<_, _>>()?;
+    if direction == CrdTransDirection::DimToLvl {
+        for (d, v) in vars.iter_mut().enumerate() {
+            let Some(s) = slice(d) else { continue };
+            let c = *v as usize;
+            if c >= s.size {
+                return Err(StorageError::CrdOffSlice {
+                    direction,
+                    dim: Dim::from_index(d),
+                    coord: c as u64,
+                });
+            }
+            *v = i64::try_from(s.to_underlying(c))
+                .map_err(|_| StorageError::TooLarge("coordinate"))?;
+        }
+    }
+    let mut scratch = Vec::new();
+    (0..to)
+        .map(|index| {
+            let value =
+                match direction {
+                    CrdTransDirection::DimToLvl => enc
+                        .dim_to_lvl(Lvl::from_index(index))
+                        .eval_with(&vars, &[], &mut scratch),
+                    CrdTransDirection::LvlToDim => enc
+                        .lvl_to_dim(Dim::from_index(index))
+                        .eval_with(&vars, &[], &mut scratch),
+                };
+            let value = (value.and_then(|v| u64::try_from(v).ok()))
+                .ok_or(StorageError::CrdOutOfRange { direction, index })?;
+            match (direction, slice(index)) {
+                (CrdTransDirection::LvlToDim, Some(s)) => usize::try_from(value)
+                    .ok()
+                    .and_then(|u| s.to_view(u))
+                    .map(|c| c as u64)
+                    .ok_or(StorageError::CrdOffSlice {
+                        direction,
+                        dim: Dim::from_index(index),
+                        coord: value,
+                    }),
+                _ => Ok(value),
             }
         })
         .collect()
