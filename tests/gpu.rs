@@ -283,6 +283,7 @@ fn non_atomic_scatter_is_flagged_as_a_race() {
         ),
     };
     let f = Func {
+        scratch: vec![],
         name: "coo_spmv_scatter".into(),
         params: vec!["nnz".into()],
         axes: vec![],

@@ -43,8 +43,16 @@ fn collect(stmts: &[Stmt], counter: &mut usize, out: &mut Vec<Found>) -> Vec<Str
                 blocks.extend(collect(init, counter, out));
                 blocks.extend(collect(body, counter, out));
             }
-            Stmt::While { body, .. } => blocks.extend(collect(body, counter, out)),
-            Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {}
+            Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
+                blocks.extend(collect(body, counter, out))
+            }
+            Stmt::Let { .. }
+            | Stmt::Store { .. }
+            | Stmt::Decl { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Alloc { .. }
+            | Stmt::Barrier
+            | Stmt::Atomic { .. } => {}
         }
     }
     blocks
@@ -105,13 +113,18 @@ pub fn get(body: &[Stmt], index: usize) -> Option<&Stmt> {
                         return Some(x);
                     }
                 }
-                Stmt::While { body, .. } => {
+                Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
                     if let Some(x) = go(body, index, counter) {
                         return Some(x);
                     }
                 }
-                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
-                }
+                Stmt::Let { .. }
+                | Stmt::Store { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
         None
@@ -194,6 +207,10 @@ pub fn replace(
                     let body = go(body, index, counter, f)?;
                     out.push(Stmt::While { cond, body });
                 }
+                Stmt::Attr { key, value, body } => {
+                    let body = go(body, index, counter, f)?;
+                    out.push(Stmt::Attr { key, value, body });
+                }
                 other => out.push(other),
             }
         }
@@ -259,6 +276,30 @@ pub fn accesses(stmts: &[Stmt], out: &mut Vec<(String, Vec<Expr>, bool)>) {
                 accesses(init, out);
                 accesses(body, out);
             }
+            // The element an atomic updates is not listed (atomics commute; see
+            // `atomic_buffers`), only what it reads.
+            Stmt::Atomic { indices, value, .. } => {
+                indices.iter().for_each(|i| expr(i, out));
+                expr(value, out);
+            }
+            Stmt::Alloc { extent, .. } => expr(extent, out),
+            Stmt::Barrier => {}
+            Stmt::Attr { value, body, .. } => {
+                expr(value, out);
+                accesses(body, out);
+            }
+        }
+    }
+}
+
+/// The buffers that atomics in a statement list update.
+pub fn atomic_buffers(stmts: &[Stmt], out: &mut Vec<String>) {
+    for s in stmts {
+        if let Stmt::Atomic { buffer, .. } = s {
+            out.push(buffer.clone());
+        }
+        for b in s.bodies() {
+            atomic_buffers(b, out);
         }
     }
 }
@@ -295,13 +336,18 @@ pub fn enclosing(body: &[Stmt], block: &str) -> Option<Vec<String>> {
                         return true;
                     }
                 }
-                Stmt::While { body, .. } => {
+                Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
                     if go(body, block, path) {
                         return true;
                     }
                 }
-                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
-                }
+                Stmt::Let { .. }
+                | Stmt::Store { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
         false
@@ -345,9 +391,14 @@ pub fn blocks(body: &[Stmt]) -> Vec<String> {
                     go(init, out);
                     go(body, out);
                 }
-                Stmt::While { body, .. } => go(body, out),
-                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
-                }
+                Stmt::While { body, .. } | Stmt::Attr { body, .. } => go(body, out),
+                Stmt::Let { .. }
+                | Stmt::Store { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
     }

@@ -226,12 +226,18 @@ fn collect(
                 collect(then_body, extents, open)?;
                 collect(else_body, extents, open)?;
             }
-            Stmt::While { body, .. } => collect(body, extents, open)?,
+            Stmt::While { body, .. } | Stmt::Attr { body, .. } => collect(body, extents, open)?,
             Stmt::Block { init, body, .. } => {
                 collect(init, extents, open)?;
                 collect(body, extents, open)?;
             }
-            Stmt::Let { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } | Stmt::Store { .. } => {}
+            Stmt::Let { .. }
+            | Stmt::Decl { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::Alloc { .. }
+            | Stmt::Barrier
+            | Stmt::Atomic { .. } => {}
         }
     }
     Ok(())

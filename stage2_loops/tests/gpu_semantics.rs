@@ -14,6 +14,7 @@ fn func(store_at: Expr) -> Func {
         indices: vec![i],
     };
     Func {
+        scratch: vec![],
         name: "scatter".into(),
         params: vec!["n".into()],
         axes: vec![],

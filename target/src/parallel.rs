@@ -163,6 +163,13 @@ fn row_pointer<'a>(em: &Emitter<'a, '_>, var: &str, body: &'a [Stmt]) -> Option<
                     walk(init, out);
                     walk(body, out);
                 }
+                Stmt::Atomic { indices, value, .. } => {
+                    indices.iter().for_each(|i| expr(i, out));
+                    expr(value, out);
+                }
+                Stmt::Alloc { extent, .. } => expr(extent, out),
+                Stmt::Barrier => {}
+                Stmt::Attr { body, .. } => walk(body, out),
             }
         }
     }

@@ -42,9 +42,14 @@ fn varying(v: &str, body: &[Stmt]) -> BTreeSet<String> {
                     walk(init, set);
                     walk(body, set);
                 }
-                Stmt::While { body, .. } => walk(body, set),
-                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
-                }
+                Stmt::While { body, .. } | Stmt::Attr { body, .. } => walk(body, set),
+                Stmt::Let { .. }
+                | Stmt::Store { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
     }
@@ -91,7 +96,9 @@ fn sum_reductions_only(stmts: &[Stmt]) -> bool {
                         if matches!(&**a, Expr::Load { buffer: b, indices: i } if b == buffer && i == indices)
                             && !reads_other(e));
                 }
-                Stmt::For { body, .. } | Stmt::While { body, .. } => stores(body, ok),
+                Stmt::For { body, .. } | Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
+                    stores(body, ok)
+                }
                 Stmt::If {
                     then_body,
                     else_body,
@@ -104,7 +111,12 @@ fn sum_reductions_only(stmts: &[Stmt]) -> bool {
                     stores(init, ok);
                     stores(body, ok);
                 }
-                Stmt::Let { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {}
+                Stmt::Let { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
     }
@@ -140,6 +152,16 @@ fn independent_strict(s: &Stmt, name: &str) -> Result<(), Condition> {
     let vary = varying(var, body);
     let mut acc = Vec::new();
     accesses(body, &mut acc);
+    // A buffer updated atomically may be updated at any element by every iteration, but not
+    // also accessed plainly.
+    let mut atomic = Vec::new();
+    crate::loops::atomic_buffers(body, &mut atomic);
+    if let Some(b) = atomic.iter().find(|b| acc.iter().any(|a| &a.0 == *b)) {
+        return Err(Condition::CarriedDependence {
+            r#loop: name.to_string(),
+            buffer: b.clone(),
+        });
+    }
     let written: BTreeSet<&String> = acc.iter().filter(|a| a.2).map(|a| &a.0).collect();
     for buffer in written {
         let lists: Vec<&Vec<Expr>> = acc
@@ -280,6 +302,7 @@ fn injective(e: &Expr) -> bool {
         | Expr::Binary(..)
         | Expr::Select(..)
         | Expr::Search { .. }
-        | Expr::Segment { .. } => false,
+        | Expr::Segment { .. }
+        | Expr::Shuffle { .. } => false,
     }
 }
