@@ -86,6 +86,8 @@ fn gpu_examples_exist() {
         "spmm_gpu_naive.ron",
         "spmv_gpu_thread_row.ron",
         "sddmm_gpu.ron",
+        "spmv_gpu_warp_row.ron",
+        "sddmm_gpu_rfactor.ron",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }

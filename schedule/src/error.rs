@@ -110,7 +110,8 @@ impl ScheduleError {
             Instruction::Reorder { loops } => format!("{loops:?}"),
             Instruction::Parallel { r#loop }
             | Instruction::Vectorize { r#loop }
-            | Instruction::Unroll { r#loop } => format!("{loop:?}"),
+            | Instruction::Unroll { r#loop }
+            | Instruction::Rfactor { r#loop } => format!("{loop:?}"),
         };
         ScheduleError {
             primitive: inst.name(),

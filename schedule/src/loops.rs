@@ -405,3 +405,62 @@ pub fn blocks(body: &[Stmt]) -> Vec<String> {
     go(body, &mut out);
     out
 }
+
+/// Calls `f` with the statement list that holds the loop with pre-order number `index`, and
+/// the loop's position in it; `false` when there is no such loop.
+pub fn edit_list(
+    body: &mut Vec<Stmt>,
+    index: usize,
+    f: &mut dyn FnMut(&mut Vec<Stmt>, usize) -> Result<(), Condition>,
+) -> Result<bool, Condition> {
+    fn go(
+        stmts: &mut Vec<Stmt>,
+        index: usize,
+        counter: &mut usize,
+        f: &mut dyn FnMut(&mut Vec<Stmt>, usize) -> Result<(), Condition>,
+    ) -> Result<bool, Condition> {
+        for i in 0..stmts.len() {
+            if let Stmt::For { .. } = &stmts[i] {
+                if *counter == index {
+                    f(stmts, i)?;
+                    return Ok(true);
+                }
+                *counter += 1;
+            }
+            let found = match &mut stmts[i] {
+                Stmt::For { body, .. } | Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
+                    go(body, index, counter, f)?
+                }
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => go(then_body, index, counter, f)? || go(else_body, index, counter, f)?,
+                Stmt::Block { init, body, .. } => {
+                    go(init, index, counter, f)? || go(body, index, counter, f)?
+                }
+                _ => false,
+            };
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+    go(body, index, &mut 0, f)
+}
+
+/// Every variable a statement list binds (loops, lets, declarations), at any depth.
+pub fn bound_vars(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+    for s in stmts {
+        match s {
+            Stmt::For { var, .. } | Stmt::Let { var, .. } | Stmt::Decl { var, .. } => {
+                out.insert(var.clone());
+            }
+            _ => {}
+        }
+        for b in s.bodies() {
+            bound_vars(b, out);
+        }
+    }
+}

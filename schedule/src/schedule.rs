@@ -138,6 +138,12 @@ impl Schedule {
             self.conversions.extend(pending);
         } else {
             let f = self.stage2()?;
+            if let Instruction::Rfactor { r#loop } = &inst {
+                let g = crate::primitives::rfactor::rfactor(f, r#loop).map_err(err)?;
+                self.stage2 = Some(g);
+                self.trace.push(inst);
+                return Ok(());
+            }
             let body = f.body.clone();
             let body = match &inst {
                 Instruction::Split { r#loop, factors } => {

@@ -103,6 +103,13 @@ pub enum Instruction {
         /// The loop.
         r#loop: String,
     },
+    /// Stage II: factor a reduction loop of constant extent into per-iteration partial results
+    /// (a `local` scratch buffer) and a final reduction loop `LOOP.rf` (TVM's `rfactor`).
+    /// Binding `LOOP.rf` to `threadIdx.x` then makes the final reduction a warp reduction.
+    Rfactor {
+        /// The loop.
+        r#loop: String,
+    },
 }
 
 impl Instruction {
@@ -122,6 +129,7 @@ impl Instruction {
             Instruction::Vectorize { .. } => "vectorize",
             Instruction::Unroll { .. } => "unroll",
             Instruction::Bind { .. } => "bind",
+            Instruction::Rfactor { .. } => "rfactor",
         }
     }
     /// True for primitives that transform the stage-I program.

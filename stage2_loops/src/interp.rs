@@ -263,6 +263,8 @@ pub fn interpret_func(f: &Func, b: &mut Bindings) -> R<()> {
 /// without an atomic is a [`Stage2InterpError::GpuRace`]. Shared scratch is per block, local
 /// scratch per thread; a shuffle reads the value of its source lane in the warp of 32.
 pub fn interpret_gpu(f: &Func, b: &mut Bindings) -> R<()> {
+    let lowered = crate::gpu::lower_warp_reductions(f)?;
+    let f = &lowered;
     let launch = crate::gpu::launch(f)?;
     let data = bind_data(f, b)?;
     let load = |name: &str, i: i64| {

@@ -187,6 +187,8 @@ fn build_kernel_module<'ctx>(
     tm: &TargetMachine,
 ) -> R<(Module<'ctx>, String, Launch)> {
     check_decls(f)?;
+    let lowered = lacuna_stage2::gpu::lower_warp_reductions(f)?;
+    let f = &lowered;
     let launch = launch(f)?;
     let sym = format!("lacuna_{}", symbol_name(&f.name));
     let module = ctx.create_module(&sym);

@@ -3,4 +3,5 @@
 pub mod decompose_format;
 pub mod loop_kind;
 pub mod loop_transform;
+pub mod rfactor;
 pub mod sparse;
