@@ -154,9 +154,7 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
     else {
         unreachable!("find returns loops")
     };
-    let bad = |what: String| Condition::BadArgument {
-        what: format!("rfactor(`{name}`): {what}"),
-    };
+    let bad = |what: String| Condition::BadArgument { what };
     let (s0, w) = match (&start, &end) {
         (Expr::Int(s, _), Expr::Int(e, _)) if e > s => (*s, e - s),
         _ => {
