@@ -112,6 +112,8 @@ impl ScheduleError {
             | Instruction::Vectorize { r#loop }
             | Instruction::Unroll { r#loop }
             | Instruction::Rfactor { r#loop } => format!("{loop:?}"),
+            Instruction::Annotate { r#loop, key, value } => format!("{loop:?}, {key:?}, {value}"),
+            Instruction::Unannotate { r#loop, key } => format!("{loop:?}, {key:?}"),
         };
         ScheduleError {
             primitive: inst.name(),

@@ -2,7 +2,7 @@
 
 use crate::error::{Condition, ScheduleError};
 use crate::primitives::decompose_format::{self, Conversion};
-use crate::primitives::{loop_kind, loop_transform, sparse};
+use crate::primitives::{annotate, loop_kind, loop_transform, sparse};
 use crate::trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};
 use lacuna_stage1::{sparsify, verify, Program};
 use lacuna_stage2::{lower_to_stage2, Func};
@@ -158,6 +158,10 @@ impl Schedule {
                 Instruction::Parallel { r#loop } => loop_kind::parallel(body, r#loop),
                 Instruction::Vectorize { r#loop } => loop_kind::vectorize(body, r#loop),
                 Instruction::Unroll { r#loop } => loop_kind::unroll(body, r#loop),
+                Instruction::Annotate { r#loop, key, value } => {
+                    annotate::annotate(body, r#loop, key, *value)
+                }
+                Instruction::Unannotate { r#loop, key } => annotate::unannotate(body, r#loop, key),
                 _ => unreachable!("stage-II primitives"),
             }
             .map_err(err)?;

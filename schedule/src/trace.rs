@@ -110,6 +110,25 @@ pub enum Instruction {
         /// The loop.
         r#loop: String,
     },
+    /// Stage II: annotate a loop (TVM's `annotate`): `atomic` (its stores, sums into
+    /// elements, become atomic adds, so that the loop may be bound or parallelized),
+    /// `pragma_unroll` (unroll count hint, `value` ≥ 1), `prefetch` (CPU codegen prefetches
+    /// the loads `value` ≥ 1 iterations ahead).
+    Annotate {
+        /// The loop.
+        r#loop: String,
+        /// `atomic`, `pragma_unroll` or `prefetch`.
+        key: String,
+        /// The annotation's value (ignored for `atomic`).
+        value: i64,
+    },
+    /// Stage II: remove an annotation from a loop (atomics become plain stores again).
+    Unannotate {
+        /// The loop.
+        r#loop: String,
+        /// The annotation's key.
+        key: String,
+    },
 }
 
 impl Instruction {
@@ -130,6 +149,8 @@ impl Instruction {
             Instruction::Unroll { .. } => "unroll",
             Instruction::Bind { .. } => "bind",
             Instruction::Rfactor { .. } => "rfactor",
+            Instruction::Annotate { .. } => "annotate",
+            Instruction::Unannotate { .. } => "unannotate",
         }
     }
     /// True for primitives that transform the stage-I program.

@@ -231,6 +231,8 @@ fn build_kernel_module<'ctx>(
         params,
         env: Vec::new(),
         gpu: true,
+        pending_unroll: None,
+        pending_prefetch: None,
         hm: None,
         indptr: Default::default(),
         // A `Parallel` loop inside a GPU kernel runs serially in its thread.

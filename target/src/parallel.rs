@@ -286,6 +286,8 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             outlined: self.outlined.clone(),
             env: Vec::new(),
             gpu: false,
+            pending_unroll: None,
+            pending_prefetch: None,
         };
         inner
             .builder

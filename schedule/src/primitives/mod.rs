@@ -1,5 +1,6 @@
 //! The schedule primitives, one file per family.
 
+pub mod annotate;
 pub mod decompose_format;
 pub mod loop_kind;
 pub mod loop_transform;
