@@ -112,6 +112,12 @@ fn ptx_of_every_gpu_example_assembles_with_ptxas() {
                 "{path:?}: the kernel reads its thread and block indices"
             );
             let stem = path.file_stem().unwrap().to_string_lossy();
+            if stem.contains("warp") || stem.contains("rfactor") {
+                assert!(
+                    k.ptx.contains("shfl.sync.down.b32"),
+                    "{path:?}: a warp reduction by shuffles"
+                );
+            }
             let ptx = tmp.join(format!("{stem}.{}.ptx", arch.name()));
             std::fs::write(&ptx, &k.ptx).expect("writes PTX");
             let out = Command::new(&ptxas)

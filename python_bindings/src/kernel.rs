@@ -302,4 +302,13 @@ impl PySchedule {
     fn unroll(&mut self, r#loop: String) -> PyResult<()> {
         self.apply(Instruction::Unroll { r#loop })
     }
+    fn rfactor(&mut self, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::Rfactor { r#loop })
+    }
+    fn annotate(&mut self, r#loop: String, key: String, value: i64) -> PyResult<()> {
+        self.apply(Instruction::Annotate { r#loop, key, value })
+    }
+    fn unannotate(&mut self, r#loop: String, key: String) -> PyResult<()> {
+        self.apply(Instruction::Unannotate { r#loop, key })
+    }
 }

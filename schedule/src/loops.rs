@@ -406,18 +406,17 @@ pub fn blocks(body: &[Stmt]) -> Vec<String> {
     out
 }
 
+/// An edit of the statement list holding a loop, given the loop's position in it.
+pub type ListEdit<'f> = &'f mut dyn FnMut(&mut Vec<Stmt>, usize) -> Result<(), Condition>;
+
 /// Calls `f` with the statement list that holds the loop with pre-order number `index`, and
 /// the loop's position in it; `false` when there is no such loop.
-pub fn edit_list(
-    body: &mut Vec<Stmt>,
-    index: usize,
-    f: &mut dyn FnMut(&mut Vec<Stmt>, usize) -> Result<(), Condition>,
-) -> Result<bool, Condition> {
+pub fn edit_list(body: &mut Vec<Stmt>, index: usize, f: ListEdit<'_>) -> Result<bool, Condition> {
     fn go(
         stmts: &mut Vec<Stmt>,
         index: usize,
         counter: &mut usize,
-        f: &mut dyn FnMut(&mut Vec<Stmt>, usize) -> Result<(), Condition>,
+        f: ListEdit<'_>,
     ) -> Result<bool, Condition> {
         for i in 0..stmts.len() {
             if let Stmt::For { .. } = &stmts[i] {

@@ -677,7 +677,7 @@ impl Machine<'_> {
                 what: format!("shuffle width {w} (a power of two up to 32)"),
             });
         }
-        if self.threads.len() % 32 != 0 {
+        if !self.threads.len().is_multiple_of(32) {
             return Err(Stage2InterpError::ShuffleWarp {
                 threads: self.threads.len(),
             });
