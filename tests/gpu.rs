@@ -86,6 +86,8 @@ fn gpu_examples_exist() {
         "spmm_gpu_naive.ron",
         "spmv_gpu_thread_row.ron",
         "sddmm_gpu.ron",
+        "spmv_gpu_warp_row.ron",
+        "sddmm_gpu_rfactor.ron",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }
@@ -110,6 +112,12 @@ fn ptx_of_every_gpu_example_assembles_with_ptxas() {
                 "{path:?}: the kernel reads its thread and block indices"
             );
             let stem = path.file_stem().unwrap().to_string_lossy();
+            if stem.contains("warp") || stem.contains("rfactor") {
+                assert!(
+                    k.ptx.contains("shfl.sync.down.b32"),
+                    "{path:?}: a warp reduction by shuffles"
+                );
+            }
             let ptx = tmp.join(format!("{stem}.{}.ptx", arch.name()));
             std::fs::write(&ptx, &k.ptx).expect("writes PTX");
             let out = Command::new(&ptxas)
@@ -283,6 +291,7 @@ fn non_atomic_scatter_is_flagged_as_a_race() {
         ),
     };
     let f = Func {
+        scratch: vec![],
         name: "coo_spmv_scatter".into(),
         params: vec!["nnz".into()],
         axes: vec![],
@@ -514,4 +523,206 @@ fn cli_prints_ptx_and_reports_no_driver() {
         assert!(err.contains("no CUDA driver"), "{err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// A hand-written kernel with every GPU construct: a shared tile staged behind a barrier, a
+/// warp reduction by shuffles (f64 and f32), atomic adds (f64 and f32), local scratch. Its
+/// PTX has the expected instructions and `ptxas` assembles it for sm_80 and sm_90; on the
+/// CPU the barrier and shuffles are typed errors.
+#[test]
+fn shared_barrier_shuffle_atomic_reach_ptx() {
+    use lacuna::ir::DType;
+    use lacuna::stage1::{BinOp, Role};
+    use lacuna::stage2::{
+        AtomicOp, BufferDecl, BufferKind, Expr, MemScope, ScratchDecl, ShuffleKind,
+    };
+    let decl = |name: &str, dtype, role| BufferDecl {
+        name: name.into(),
+        dtype,
+        layout: vec![],
+        kind: BufferKind::Values(role),
+    };
+    let load = |b: &str, i: Expr| Expr::Load {
+        buffer: b.into(),
+        indices: vec![i],
+    };
+    let bound = |var: &str, n: Expr, axis, body| Stmt::For {
+        var: var.into(),
+        start: Expr::i64(0),
+        end: n,
+        kind: ForKind::Bound(axis),
+        body,
+    };
+    let g = Expr::add(Expr::mul(Expr::var("b"), Expr::i64(64)), Expr::var("t"));
+    let mut lane_body = vec![
+        Stmt::Alloc {
+            buffer: "acc".into(),
+            dtype: DType::F64,
+            extent: Expr::i64(1),
+            scope: MemScope::Local,
+        },
+        Stmt::Store {
+            buffer: "acc".into(),
+            indices: vec![Expr::i64(0)],
+            value: load("tile", Expr::sub(Expr::i64(63), Expr::var("t"))),
+        },
+        Stmt::Let {
+            var: "v0".into(),
+            value: load("acc", Expr::i64(0)),
+        },
+    ];
+    for (k, off) in [16i64, 8, 4, 2, 1].into_iter().enumerate() {
+        lane_body.push(Stmt::Let {
+            var: format!("v{}", k + 1),
+            value: Expr::add(
+                Expr::var(&format!("v{k}")),
+                Expr::Shuffle {
+                    kind: ShuffleKind::Down,
+                    value: Box::new(Expr::var(&format!("v{k}"))),
+                    lane: Box::new(Expr::i64(off)),
+                    width: 32,
+                },
+            ),
+        });
+    }
+    lane_body.push(Stmt::Let {
+        var: "f".into(),
+        value: Expr::Shuffle {
+            kind: ShuffleKind::Xor,
+            value: Box::new(Expr::Cast(DType::F32, Box::new(Expr::var("v0")))),
+            lane: Box::new(Expr::i64(1)),
+            width: 32,
+        },
+    });
+    // Lane 0 of each warp adds the warp's sum.
+    let lane = Expr::sub(
+        Expr::var("t"),
+        Expr::mul(
+            Expr::bin(BinOp::Div, Expr::var("t"), Expr::i64(32)),
+            Expr::i64(32),
+        ),
+    );
+    lane_body.push(Stmt::If {
+        cond: Expr::bin(BinOp::Eq, lane, Expr::i64(0)),
+        then_body: vec![
+            Stmt::Atomic {
+                op: AtomicOp::Add,
+                buffer: "y".into(),
+                indices: vec![Expr::var("b")],
+                value: Expr::var("v5"),
+            },
+            Stmt::Atomic {
+                op: AtomicOp::Add,
+                buffer: "z".into(),
+                indices: vec![Expr::var("b")],
+                value: Expr::var("f"),
+            },
+        ],
+        else_body: vec![],
+    });
+    let f = Func {
+        scratch: vec![
+            ScratchDecl {
+                name: "tile".into(),
+                dtype: DType::F64,
+                scope: MemScope::Shared,
+            },
+            ScratchDecl {
+                name: "acc".into(),
+                dtype: DType::F64,
+                scope: MemScope::Local,
+            },
+        ],
+        name: "all_constructs".into(),
+        params: vec!["nb".into()],
+        axes: vec![],
+        buffers: vec![
+            decl("x", DType::F64, Role::Input),
+            decl("y", DType::F64, Role::Output),
+            decl("z", DType::F32, Role::Output),
+        ],
+        body: vec![
+            Stmt::Alloc {
+                buffer: "tile".into(),
+                dtype: DType::F64,
+                extent: Expr::i64(64),
+                scope: MemScope::Shared,
+            },
+            bound(
+                "b",
+                Expr::Param("nb".into()),
+                GpuAxis::BlockX,
+                vec![
+                    bound(
+                        "t",
+                        Expr::i64(64),
+                        GpuAxis::ThreadX,
+                        vec![Stmt::Store {
+                            buffer: "tile".into(),
+                            indices: vec![Expr::var("t")],
+                            value: load("x", g),
+                        }],
+                    ),
+                    Stmt::Barrier,
+                    bound("t", Expr::i64(64), GpuAxis::ThreadX, lane_body),
+                ],
+            ),
+        ],
+    };
+    // The interpreter's GPU semantics: y[b] = the block's sum (its two warps each add theirs),
+    // race-free.
+    let mut bd = lacuna::stage1::Bindings::default();
+    bd.params.insert("nb".into(), 2);
+    let x: Vec<f64> = (0..128).map(|v| (v % 7) as f64).collect();
+    bd.buffers
+        .insert("x".into(), lacuna::ir::ArrayData::F64(x.clone()));
+    bd.buffers
+        .insert("y".into(), lacuna::ir::ArrayData::F64(vec![0.0; 2]));
+    bd.buffers
+        .insert("z".into(), lacuna::ir::ArrayData::F32(vec![0.0; 2]));
+    interpret_gpu(&f, &mut bd).expect("GPU semantics");
+    let y = bd.buffers["y"].to_f64_vec();
+    for blk in 0..2 {
+        let want: f64 = x[blk * 64..blk * 64 + 64].iter().sum();
+        assert!(
+            (y[blk] - want).abs() < 1e-9,
+            "y[{blk}] = {} vs {want}",
+            y[blk]
+        );
+    }
+    let ptxas = ptxas().expect("ptxas not found: run ./scripts/setup");
+    let tmp = std::env::temp_dir().join(format!("lacuna-ptx-all-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("temp dir");
+    for arch in [GpuArch::Sm80, GpuArch::Sm90] {
+        let k = compile_ptx(&f, arch, &CodegenOptions::default()).expect("PTX");
+        for want in [
+            ".shared",
+            "bar.sync",
+            "shfl.sync.down.b32",
+            "shfl.sync.bfly.b32",
+            "atom.global.add.f64",
+            "atom.global.add.f32",
+            ".maxntid 64, 1, 1",
+        ] {
+            assert!(k.ptx.contains(want), "{want} missing in\n{}", k.ptx);
+        }
+        let ptx = tmp.join(format!("all.{}.ptx", arch.name()));
+        std::fs::write(&ptx, &k.ptx).expect("writes PTX");
+        let out = Command::new(&ptxas)
+            .arg(format!("-arch={}", arch.name()))
+            .arg(&ptx)
+            .arg("-o")
+            .arg(tmp.join(format!("all.{}.cubin", arch.name())))
+            .output()
+            .expect("ptxas runs");
+        assert!(
+            out.status.success(),
+            "ptxas -arch={}:\n{}",
+            arch.name(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    let e = lacuna::target::compile(&f, &CodegenOptions::default()).expect_err("CPU: GPU-only");
+    assert!(e.to_string().contains("GPU-only"), "{e}");
 }

@@ -147,12 +147,12 @@ fn softmax_candidates() -> Vec<Instruction> {
             r#loop: l("i3"),
             factors: vec![None, Some(2)],
         },
-        Instruction::Annotate {
+        Instruction::SparseAnnotate {
             iter: l("row_max"),
             key: l("preprocess"),
             value: l("false"),
         },
-        Instruction::Unannotate {
+        Instruction::SparseUnannotate {
             iter: l("row_max"),
             key: l("preprocess"),
         },
@@ -407,7 +407,7 @@ fn fused_softmax_is_one_row_loop() {
 fn annotations_are_printed_and_removed() {
     let p = kernel("softmax_rows");
     let mut s = Schedule::new(&p).expect("schedulable");
-    s.apply(Instruction::Annotate {
+    s.apply(Instruction::SparseAnnotate {
         iter: l("row_sum"),
         key: l("preprocess"),
         value: l("true"),
@@ -421,14 +421,14 @@ fn annotations_are_printed_and_removed() {
         "{text}"
     );
     insta::assert_snapshot!("prim_annotate", text);
-    s.apply(Instruction::Unannotate {
+    s.apply(Instruction::SparseUnannotate {
         iter: l("row_sum"),
         key: l("preprocess"),
     })
     .expect("unannotates");
     assert!(!print_program(s.program()).contains("sp_iter_attr"));
     let e = s
-        .apply(Instruction::Unannotate {
+        .apply(Instruction::SparseUnannotate {
             iter: l("row_sum"),
             key: l("preprocess"),
         })
@@ -631,7 +631,7 @@ fn illegal_decompose_reduction_blockize_lift_loop_bound() {
     );
     rejects(
         "softmax_rows",
-        &[Instruction::Annotate {
+        &[Instruction::SparseAnnotate {
             iter: l("nope"),
             key: l("preprocess"),
             value: l("true"),
@@ -640,7 +640,7 @@ fn illegal_decompose_reduction_blockize_lift_loop_bound() {
     );
     rejects(
         "softmax_rows",
-        &[Instruction::Annotate {
+        &[Instruction::SparseAnnotate {
             iter: l("row_sum"),
             key: l(""),
             value: l("true"),

@@ -888,3 +888,242 @@ fn bind_to_gpu_threads() {
         "not a thread dimension",
     );
 }
+
+/// SpMV's row loop split by 4 with the lanes outermost: the loop `rfactor` factors.
+fn spmv_rfactor_trace(rfactor: bool) -> Vec<Instruction> {
+    let mut t = vec![
+        Instruction::Split {
+            r#loop: "spmv:j".into(),
+            factors: vec![None, Some(4)],
+        },
+        Instruction::Reorder {
+            loops: vec!["j.1".into(), "j.0".into()],
+        },
+    ];
+    if rfactor {
+        t.push(Instruction::Rfactor {
+            r#loop: "j.1".into(),
+        });
+    }
+    t
+}
+
+#[test]
+fn golden_rfactor() {
+    let p = kernel("spmv");
+    for (name, rf) in [("rfactor_before", false), ("rfactor_after", true)] {
+        let s = Schedule::replay(&p, &spmv_rfactor_trace(rf)).expect("applies");
+        insta::assert_snapshot!(name, print_func(&s.stage2().expect("lowers")));
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// rfactor'ed SpMV (interpreter and JIT) equals the dense reference and the unscheduled
+    /// interpreter.
+    #[test]
+    fn rfactor_preserves_spmv((m, n, rows) in sparse_matrix(), seed in any::<u64>()) {
+        let p = kernel("spmv");
+        let x = values(n, seed);
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
+            ("x".to_string(), dense(&[n], x.clone())),
+        ]);
+        let a = to_dense(m, n, &rows);
+        let want: Vec<f64> = (0..m).map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum()).collect();
+        for (target, out) in run_scheduled(&p, &spmv_rfactor_trace(true), &inputs) {
+            assert_dense(&format!("rfactor {target}"), &out, &[m], &want);
+        }
+        for (target, outs) in run_all(&p, &inputs) {
+            assert_dense(&format!("unscheduled {target}"), &outs["y"], &[m], &want);
+        }
+    }
+}
+
+#[test]
+fn rfactor_and_warp_bind_reject_what_they_cannot_do() {
+    let p = kernel("spmv");
+    // A loop of data-dependent extent.
+    rejects(
+        "spmv",
+        Instruction::Rfactor {
+            r#loop: "spmv:j".into(),
+        },
+        "not a non-empty constant range",
+    );
+    // A loop that is not a reduction: it also initializes y[i].
+    let mut s = Schedule::replay(
+        &p,
+        &[Instruction::Split {
+            r#loop: "spmv:i".into(),
+            factors: vec![None, Some(4)],
+        }],
+    )
+    .expect("splits");
+    let before = print_func(&s.stage2().expect("lowers"));
+    let e = s
+        .apply(Instruction::Rfactor {
+            r#loop: "i.1".into(),
+        })
+        .expect_err("not a reduction over i.1");
+    assert!(
+        e.to_string()
+            .starts_with("rfactor(\"i.1\"): the loop's stores are not all sums"),
+        "{e}"
+    );
+    assert_eq!(print_func(&s.stage2().expect("lowers")), before);
+    assert_eq!(s.trace().len(), 1);
+    // The final reduction loop is a warp reduction only on threadIdx.x.
+    let mut s = Schedule::replay(&p, &spmv_rfactor_trace(true)).expect("applies");
+    let e = s
+        .apply(Instruction::Bind {
+            r#loop: "j.1.rf".into(),
+            thread: "threadIdx.y".into(),
+        })
+        .expect_err("a reduction across threadIdx.y");
+    assert!(e.to_string().contains("carries a dependence"), "{e}");
+    // On threadIdx.x it becomes a warp_reduce annotation holding the init.
+    s.apply(Instruction::Bind {
+        r#loop: "j.1.rf".into(),
+        thread: "threadIdx.x".into(),
+    })
+    .expect("a warp reduction");
+    let text = print_func(&s.stage2().expect("lowers"));
+    assert!(text.contains("attr warp_reduce = 4 {"), "{text}");
+    // Width 4: a power of two; a factor of 3 is not.
+    let mut t = spmv_rfactor_trace(true);
+    if let Instruction::Split { factors, .. } = &mut t[0] {
+        factors[1] = Some(3);
+    }
+    let mut s = Schedule::replay(&p, &t).expect("applies");
+    assert!(s
+        .apply(Instruction::Bind {
+            r#loop: "j.1.rf".into(),
+            thread: "threadIdx.x".into(),
+        })
+        .is_err());
+}
+
+fn spmv_inputs(
+    m: usize,
+    n: usize,
+    rows: &[Vec<(usize, f64)>],
+    seed: u64,
+) -> (BTreeMap<String, Input>, Vec<f64>) {
+    let x = values(n, seed);
+    let a = to_dense(m, n, rows);
+    let want: Vec<f64> = (0..m)
+        .map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum())
+        .collect();
+    (
+        BTreeMap::from([
+            ("A".to_string(), Input::Coo(to_coo(m, n, rows))),
+            ("x".to_string(), dense(&[n], x)),
+        ]),
+        want,
+    )
+}
+
+fn annotate(r#loop: &str, key: &str, value: i64) -> Instruction {
+    Instruction::Annotate {
+        r#loop: r#loop.into(),
+        key: key.into(),
+        value,
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// `annotate(atomic)` makes SpMV's reduction loop parallel (atomic adds); `pragma_unroll`
+    /// and `prefetch` change only the code: all equal the dense reference.
+    #[test]
+    fn annotated_spmv((m, n, rows) in sparse_matrix(), seed in any::<u64>()) {
+        let p = kernel("spmv");
+        let (inputs, want) = spmv_inputs(m, n, &rows, seed);
+        for trace in [
+            vec![annotate("spmv:j", "atomic", 0), Instruction::Parallel { r#loop: "spmv:j".into() }],
+            vec![annotate("spmv:j", "pragma_unroll", 4)],
+            vec![annotate("spmv:j", "prefetch", 8)],
+        ] {
+            for (target, out) in run_scheduled(&p, &trace, &inputs) {
+                assert_dense(&format!("{trace:?} {target}"), &out, &[m], &want);
+            }
+        }
+    }
+}
+
+#[test]
+fn annotations_reach_the_ir_and_unannotate_restores() {
+    let p = kernel("spmv");
+    let plain = print_func(&Schedule::new(&p).expect("ok").stage2().expect("lowers"));
+    let flat_of = |trace: &[Instruction]| {
+        let s = Schedule::replay(&p, trace).expect("applies");
+        lacuna::stage2::lower_to_flat(
+            s.stage2().expect("lowers"),
+            &Default::default(),
+            &mut |_, _| {},
+        )
+        .expect("flattens")
+    };
+    let ir = |trace: &[Instruction]| {
+        lacuna::target::emit_llvm_ir(
+            &flat_of(trace),
+            &lacuna::target::CodegenOptions {
+                optimized_ir: false,
+                ..Default::default()
+            },
+        )
+        .expect("IR")
+    };
+    assert!(ir(&[annotate("spmv:j", "prefetch", 8)]).contains("@llvm.prefetch"));
+    assert!(ir(&[annotate("spmv:j", "pragma_unroll", 4)]).contains("llvm.loop.unroll.count"));
+    assert!(ir(&[annotate("spmv:j", "atomic", 0)]).contains("atomicrmw fadd"));
+    // Golden: the atomic annotation.
+    let s = Schedule::replay(&p, &[annotate("spmv:j", "atomic", 0)]).expect("applies");
+    insta::assert_snapshot!("annotate_atomic", print_func(&s.stage2().expect("lowers")));
+    // unannotate gives back the original program; the trace replays through RON.
+    for key in ["atomic", "prefetch", "pragma_unroll"] {
+        let trace = vec![
+            annotate("spmv:j", key, 2),
+            Instruction::Unannotate {
+                r#loop: "spmv:j".into(),
+                key: key.into(),
+            },
+        ];
+        let s = Schedule::replay(&p, &trace).expect("applies");
+        assert_eq!(print_func(&s.stage2().expect("lowers")), plain, "{key}");
+        let file = ScheduleFile::from_ron(&s.to_file().to_ron()).expect("parses");
+        assert_eq!(file.trace, trace);
+    }
+}
+
+#[test]
+fn annotate_rejects_what_it_cannot_do() {
+    rejects(
+        "spmv",
+        annotate("spmv:j", "vectorize_me", 1),
+        "unknown annotation",
+    );
+    rejects("spmv", annotate("spmv:j", "prefetch", 0), "at least 1");
+    // The row loop also initializes y[i]: not a sum an atomic can perform.
+    rejects("spmv", annotate("spmv:i", "atomic", 0), "not a sum");
+    let p = kernel("spmv");
+    let mut s = Schedule::replay(&p, &[annotate("spmv:j", "prefetch", 4)]).expect("applies");
+    let e = s
+        .apply(annotate("spmv:j", "prefetch", 2))
+        .expect_err("twice");
+    assert!(e.to_string().contains("already"), "{e}");
+    let e = s
+        .apply(Instruction::Unannotate {
+            r#loop: "spmv:j".into(),
+            key: "atomic".into(),
+        })
+        .expect_err("not annotated atomic");
+    assert!(
+        e.to_string().starts_with("unannotate(") && e.to_string().contains("no annotation"),
+        "{e}"
+    );
+    assert_eq!(s.trace().len(), 1);
+}

@@ -323,11 +323,11 @@ impl PySchedule {
     fn horizontal_fuse(&mut self, loops: Vec<String>) -> PyResult<()> {
         self.apply(Instruction::HorizontalFuse { loops })
     }
-    fn annotate(&mut self, iter: String, key: String, value: String) -> PyResult<()> {
-        self.apply(Instruction::Annotate { iter, key, value })
+    fn sparse_annotate(&mut self, iter: String, key: String, value: String) -> PyResult<()> {
+        self.apply(Instruction::SparseAnnotate { iter, key, value })
     }
-    fn unannotate(&mut self, iter: String, key: String) -> PyResult<()> {
-        self.apply(Instruction::Unannotate { iter, key })
+    fn sparse_unannotate(&mut self, iter: String, key: String) -> PyResult<()> {
+        self.apply(Instruction::SparseUnannotate { iter, key })
     }
     /// Asserts a closed form for a structure array of `axis`: `stride` gives `indptr[i] =
     /// stride * i`; `row`, `in_row`, `constant` give `indices[p] = row * i + in_row * (p -
@@ -365,5 +365,15 @@ impl PySchedule {
         self.schedule
             .get_sparse_iteration(name)
             .map_err(schedule_err)
+    }
+    fn rfactor(&mut self, r#loop: String) -> PyResult<()> {
+        self.apply(Instruction::Rfactor { r#loop })
+    }
+    #[pyo3(signature = (r#loop, key, value = 0))]
+    fn annotate(&mut self, r#loop: String, key: String, value: i64) -> PyResult<()> {
+        self.apply(Instruction::Annotate { r#loop, key, value })
+    }
+    fn unannotate(&mut self, r#loop: String, key: String) -> PyResult<()> {
+        self.apply(Instruction::Unannotate { r#loop, key })
     }
 }

@@ -139,8 +139,13 @@ impl ScheduleError {
             Instruction::Bound { r#loop, extent } => format!("{loop:?}, {extent}"),
             Instruction::HorizontalFuse { loops } => format!("{loops:?}"),
             Instruction::SpecializeBuffer { axis, form } => format!("{axis:?}, {form:?}"),
-            Instruction::Annotate { iter, key, value } => format!("{iter:?}, {key:?}, {value:?}"),
-            Instruction::Unannotate { iter, key } => format!("{iter:?}, {key:?}"),
+            Instruction::SparseAnnotate { iter, key, value } => {
+                format!("{iter:?}, {key:?}, {value:?}")
+            }
+            Instruction::SparseUnannotate { iter, key } => format!("{iter:?}, {key:?}"),
+            Instruction::Rfactor { r#loop } => format!("{loop:?}"),
+            Instruction::Annotate { r#loop, key, value } => format!("{loop:?}, {key:?}, {value}"),
+            Instruction::Unannotate { r#loop, key } => format!("{loop:?}, {key:?}"),
         };
         ScheduleError {
             primitive: inst.name(),

@@ -43,8 +43,16 @@ fn collect(stmts: &[Stmt], counter: &mut usize, out: &mut Vec<Found>) -> Vec<Str
                 blocks.extend(collect(init, counter, out));
                 blocks.extend(collect(body, counter, out));
             }
-            Stmt::While { body, .. } => blocks.extend(collect(body, counter, out)),
-            Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {}
+            Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
+                blocks.extend(collect(body, counter, out))
+            }
+            Stmt::Let { .. }
+            | Stmt::Store { .. }
+            | Stmt::Decl { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Alloc { .. }
+            | Stmt::Barrier
+            | Stmt::Atomic { .. } => {}
         }
     }
     blocks
@@ -105,13 +113,18 @@ pub fn get(body: &[Stmt], index: usize) -> Option<&Stmt> {
                         return Some(x);
                     }
                 }
-                Stmt::While { body, .. } => {
+                Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
                     if let Some(x) = go(body, index, counter) {
                         return Some(x);
                     }
                 }
-                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
-                }
+                Stmt::Let { .. }
+                | Stmt::Store { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
         None
@@ -194,6 +207,10 @@ pub fn replace(
                     let body = go(body, index, counter, f)?;
                     out.push(Stmt::While { cond, body });
                 }
+                Stmt::Attr { key, value, body } => {
+                    let body = go(body, index, counter, f)?;
+                    out.push(Stmt::Attr { key, value, body });
+                }
                 other => out.push(other),
             }
         }
@@ -259,6 +276,30 @@ pub fn accesses(stmts: &[Stmt], out: &mut Vec<(String, Vec<Expr>, bool)>) {
                 accesses(init, out);
                 accesses(body, out);
             }
+            // The element an atomic updates is not listed (atomics commute; see
+            // `atomic_buffers`), only what it reads.
+            Stmt::Atomic { indices, value, .. } => {
+                indices.iter().for_each(|i| expr(i, out));
+                expr(value, out);
+            }
+            Stmt::Alloc { extent, .. } => expr(extent, out),
+            Stmt::Barrier => {}
+            Stmt::Attr { value, body, .. } => {
+                expr(value, out);
+                accesses(body, out);
+            }
+        }
+    }
+}
+
+/// The buffers that atomics in a statement list update.
+pub fn atomic_buffers(stmts: &[Stmt], out: &mut Vec<String>) {
+    for s in stmts {
+        if let Stmt::Atomic { buffer, .. } = s {
+            out.push(buffer.clone());
+        }
+        for b in s.bodies() {
+            atomic_buffers(b, out);
         }
     }
 }
@@ -295,13 +336,18 @@ pub fn enclosing(body: &[Stmt], block: &str) -> Option<Vec<String>> {
                         return true;
                     }
                 }
-                Stmt::While { body, .. } => {
+                Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
                     if go(body, block, path) {
                         return true;
                     }
                 }
-                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
-                }
+                Stmt::Let { .. }
+                | Stmt::Store { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
         false
@@ -345,12 +391,75 @@ pub fn blocks(body: &[Stmt]) -> Vec<String> {
                     go(init, out);
                     go(body, out);
                 }
-                Stmt::While { body, .. } => go(body, out),
-                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
-                }
+                Stmt::While { body, .. } | Stmt::Attr { body, .. } => go(body, out),
+                Stmt::Let { .. }
+                | Stmt::Store { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
     }
     go(body, &mut out);
     out
+}
+
+/// An edit of the statement list holding a loop, given the loop's position in it.
+pub type ListEdit<'f> = &'f mut dyn FnMut(&mut Vec<Stmt>, usize) -> Result<(), Condition>;
+
+/// Calls `f` with the statement list that holds the loop with pre-order number `index`, and
+/// the loop's position in it; `false` when there is no such loop.
+pub fn edit_list(body: &mut Vec<Stmt>, index: usize, f: ListEdit<'_>) -> Result<bool, Condition> {
+    fn go(
+        stmts: &mut Vec<Stmt>,
+        index: usize,
+        counter: &mut usize,
+        f: ListEdit<'_>,
+    ) -> Result<bool, Condition> {
+        for i in 0..stmts.len() {
+            if let Stmt::For { .. } = &stmts[i] {
+                if *counter == index {
+                    f(stmts, i)?;
+                    return Ok(true);
+                }
+                *counter += 1;
+            }
+            let found = match &mut stmts[i] {
+                Stmt::For { body, .. } | Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
+                    go(body, index, counter, f)?
+                }
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => go(then_body, index, counter, f)? || go(else_body, index, counter, f)?,
+                Stmt::Block { init, body, .. } => {
+                    go(init, index, counter, f)? || go(body, index, counter, f)?
+                }
+                _ => false,
+            };
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+    go(body, index, &mut 0, f)
+}
+
+/// Every variable a statement list binds (loops, lets, declarations), at any depth.
+pub fn bound_vars(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+    for s in stmts {
+        match s {
+            Stmt::For { var, .. } | Stmt::Let { var, .. } | Stmt::Decl { var, .. } => {
+                out.insert(var.clone());
+            }
+            _ => {}
+        }
+        for b in s.bodies() {
+            bound_vars(b, out);
+        }
+    }
 }

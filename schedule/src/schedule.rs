@@ -2,7 +2,9 @@
 
 use crate::error::{Condition, ScheduleError};
 use crate::primitives::decompose_format::{self, Conversion};
-use crate::primitives::{blockize, compute_at, horizontal, loop_kind, loop_transform, sparse};
+use crate::primitives::{
+    annotate, blockize, compute_at, horizontal, loop_kind, loop_transform, sparse,
+};
 use crate::trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};
 use lacuna_stage1::{sparsify, verify, Program};
 use lacuna_stage2::{lower_to_stage2, Func};
@@ -167,13 +169,13 @@ impl Schedule {
                         },
                     )
                 }
-                Instruction::Annotate { iter, key, value } => {
+                Instruction::SparseAnnotate { iter, key, value } => {
                     sparse::annotate(self.program.clone(), iter, key, Some(value))
                 }
                 Instruction::SpecializeBuffer { axis, form } => {
                     sparse::specialize_buffer(self.program.clone(), axis, *form)
                 }
-                Instruction::Unannotate { iter, key } => {
+                Instruction::SparseUnannotate { iter, key } => {
                     sparse::annotate(self.program.clone(), iter, key, None)
                 }
                 _ => unreachable!("stage-I primitives"),
@@ -186,6 +188,12 @@ impl Schedule {
             self.conversions.extend(pending);
         } else {
             let f = self.stage2()?;
+            if let Instruction::Rfactor { r#loop } = &inst {
+                let g = crate::primitives::rfactor::rfactor(f, r#loop).map_err(err)?;
+                self.stage2 = Some(g);
+                self.trace.push(inst);
+                return Ok(());
+            }
             let body = f.body.clone();
             let body = match &inst {
                 Instruction::Split { r#loop, factors } => {
@@ -213,6 +221,10 @@ impl Schedule {
                 Instruction::LiftLoop { r#loop } => blockize::lift_loop(body, r#loop),
                 Instruction::Bound { r#loop, extent } => blockize::bound(body, r#loop, *extent),
                 Instruction::HorizontalFuse { loops } => horizontal::horizontal_fuse(body, loops),
+                Instruction::Annotate { r#loop, key, value } => {
+                    annotate::annotate(body, r#loop, key, *value)
+                }
+                Instruction::Unannotate { r#loop, key } => annotate::unannotate(body, r#loop, key),
                 _ => unreachable!("stage-II primitives"),
             }
             .map_err(err)?;

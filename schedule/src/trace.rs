@@ -163,8 +163,9 @@ pub enum Instruction {
         /// The closed form.
         form: lacuna_stage1::ClosedForm,
     },
-    /// Stage I: set an annotation of a sparse iteration (e.g. `preprocess`).
-    Annotate {
+    /// Stage I: set an annotation of a sparse iteration (e.g. `preprocess`; SparseTIR's
+    /// `annotate` on sparse iterations).
+    SparseAnnotate {
         /// The iteration.
         iter: String,
         /// The key.
@@ -173,10 +174,36 @@ pub enum Instruction {
         value: String,
     },
     /// Stage I: remove an annotation of a sparse iteration.
-    Unannotate {
+    SparseUnannotate {
         /// The iteration.
         iter: String,
         /// The key.
+        key: String,
+    },
+    /// Stage II: factor a reduction loop of constant extent into per-iteration partial results
+    /// (a `local` scratch buffer) and a final reduction loop `LOOP.rf` (TVM's `rfactor`).
+    /// Binding `LOOP.rf` to `threadIdx.x` then makes the final reduction a warp reduction.
+    Rfactor {
+        /// The loop.
+        r#loop: String,
+    },
+    /// Stage II: annotate a loop (TVM's `annotate`): `atomic` (its stores, sums into
+    /// elements, become atomic adds, so that the loop may be bound or parallelized),
+    /// `pragma_unroll` (unroll count hint, `value` ≥ 1), `prefetch` (CPU codegen prefetches
+    /// the loads `value` ≥ 1 iterations ahead).
+    Annotate {
+        /// The loop.
+        r#loop: String,
+        /// `atomic`, `pragma_unroll` or `prefetch`.
+        key: String,
+        /// The annotation's value (ignored for `atomic`).
+        value: i64,
+    },
+    /// Stage II: remove an annotation from a loop (atomics become plain stores again).
+    Unannotate {
+        /// The loop.
+        r#loop: String,
+        /// The annotation's key.
         key: String,
     },
 }
@@ -206,6 +233,9 @@ impl Instruction {
             Instruction::Bound { .. } => "bound",
             Instruction::HorizontalFuse { .. } => "horizontal_fuse",
             Instruction::SpecializeBuffer { .. } => "specialize_buffer",
+            Instruction::SparseAnnotate { .. } => "sparse_annotate",
+            Instruction::SparseUnannotate { .. } => "sparse_unannotate",
+            Instruction::Rfactor { .. } => "rfactor",
             Instruction::Annotate { .. } => "annotate",
             Instruction::Unannotate { .. } => "unannotate",
         }
@@ -219,9 +249,9 @@ impl Instruction {
                 | Instruction::Pos { .. }
                 | Instruction::DecomposeFormat { .. }
                 | Instruction::Specialize { .. }
-                | Instruction::Annotate { .. }
+                | Instruction::SparseAnnotate { .. }
                 | Instruction::SpecializeBuffer { .. }
-                | Instruction::Unannotate { .. }
+                | Instruction::SparseUnannotate { .. }
         )
     }
 }

@@ -76,6 +76,12 @@ pub enum GpuError {
         /// The parameter.
         param: String,
     },
+    /// A `warp_reduce` annotation that cannot become a warp reduction.
+    #[error("warp reduction: {why}")]
+    WarpReduce {
+        /// What is wrong.
+        why: String,
+    },
     /// A launch extent is out of CUDA's range.
     #[error("launch extent {value} of {axis} is out of range ({limit})")]
     ExtentRange {
@@ -226,12 +232,18 @@ fn collect(
                 collect(then_body, extents, open)?;
                 collect(else_body, extents, open)?;
             }
-            Stmt::While { body, .. } => collect(body, extents, open)?,
+            Stmt::While { body, .. } | Stmt::Attr { body, .. } => collect(body, extents, open)?,
             Stmt::Block { init, body, .. } => {
                 collect(init, extents, open)?;
                 collect(body, extents, open)?;
             }
-            Stmt::Let { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } | Stmt::Store { .. } => {}
+            Stmt::Let { .. }
+            | Stmt::Decl { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::Alloc { .. }
+            | Stmt::Barrier
+            | Stmt::Atomic { .. } => {}
         }
     }
     Ok(())
@@ -298,4 +310,170 @@ pub fn eval_host(
         })
     }
     walk(e, params, load).map(Scalar::as_i64)
+}
+
+/// Lowers the `warp_reduce` annotations that `bind` puts on cross-thread reductions (see
+/// `lacuna_schedule`'s `bind`) into warp shuffles: in
+/// `attr warp_reduce = W { init; bind(threadIdx.x) for l in s..s+W { lets; b[i] = b[i] + e } }`
+/// every lane computes its `e`, `log2 W` steps of `shfl_down` sum the lanes of each segment of
+/// `W`, and lane `s` performs the init and `b[i] = b[i] + sum`. The block's `threadIdx.x`
+/// extent must be exactly `W`, so that the segments are the lanes of the loop. The CPU runs
+/// the annotation as its body (a serial sum), which is why it is lowered only here.
+pub fn lower_warp_reductions(f: &Func) -> Result<Func, GpuError> {
+    fn has(stmts: &[Stmt]) -> bool {
+        stmts.iter().any(|s| {
+            matches!(s, Stmt::Attr { key, .. } if key == "warp_reduce")
+                || s.bodies().iter().any(|b| has(b))
+        })
+    }
+    if !has(&f.body) {
+        return Ok(f.clone());
+    }
+    let tx = launch(f)?.extents[axis_slot(GpuAxis::ThreadX)].clone();
+    let tx = tx.and_then(|e| eval_host(&e, &BTreeMap::new(), &|_, _| None).ok());
+    let mut out = f.clone();
+    out.body = lower_list(f.body.clone(), tx)?;
+    Ok(out)
+}
+
+fn lower_list(stmts: Vec<Stmt>, tx: Option<i64>) -> Result<Vec<Stmt>, GpuError> {
+    let mut out = Vec::with_capacity(stmts.len());
+    for s in stmts {
+        out.push(match s {
+            Stmt::Attr { key, value, body } if key == "warp_reduce" => lower_one(value, body, tx)?,
+            Stmt::For {
+                var,
+                start,
+                end,
+                kind,
+                body,
+            } => Stmt::For {
+                var,
+                start,
+                end,
+                kind,
+                body: lower_list(body, tx)?,
+            },
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                cond,
+                then_body: lower_list(then_body, tx)?,
+                else_body: lower_list(else_body, tx)?,
+            },
+            Stmt::While { cond, body } => Stmt::While {
+                cond,
+                body: lower_list(body, tx)?,
+            },
+            Stmt::Block {
+                name,
+                iters,
+                init,
+                body,
+            } => Stmt::Block {
+                name,
+                iters,
+                init: lower_list(init, tx)?,
+                body: lower_list(body, tx)?,
+            },
+            Stmt::Attr { key, value, body } => Stmt::Attr {
+                key,
+                value,
+                body: lower_list(body, tx)?,
+            },
+            other => other,
+        });
+    }
+    Ok(out)
+}
+
+fn lower_one(value: Expr, mut body: Vec<Stmt>, tx: Option<i64>) -> Result<Stmt, GpuError> {
+    let bad = |why: String| GpuError::WarpReduce { why };
+    let Expr::Int(w, _) = value else {
+        return Err(bad(format!("width `{value}` is not a constant")));
+    };
+    if !(1..=32).contains(&w) || w & (w - 1) != 0 {
+        return Err(bad(format!("width {w} is not a power of two up to 32")));
+    }
+    if tx != Some(w) {
+        return Err(bad(format!(
+            "the block's threadIdx.x extent is {}, not the reduction's width {w}: bind nothing wider to threadIdx.x",
+            tx.map_or("not a constant".to_string(), |t| t.to_string())
+        )));
+    }
+    let Some(Stmt::For {
+        var,
+        start,
+        end,
+        kind: kind @ ForKind::Bound(GpuAxis::ThreadX),
+        body: lb,
+    }) = body.pop()
+    else {
+        return Err(bad(
+            "the annotation does not end with a loop bound to threadIdx.x".into(),
+        ));
+    };
+    let init = body;
+    let mut lb = lb;
+    let Some(Stmt::Store {
+        buffer,
+        indices,
+        value: Expr::Binary(BinOp::Add, _, e),
+    }) = lb.pop()
+    else {
+        return Err(bad(
+            "the loop does not end with a sum `b[i] = b[i] + e`".into()
+        ));
+    };
+    if !lb.iter().all(|s| matches!(s, Stmt::Let { .. })) {
+        return Err(bad(
+            "the loop holds statements other than lets before its sum".into(),
+        ));
+    }
+    let acc = |k: u32| format!("{var}.wr{k}");
+    lb.push(Stmt::Let {
+        var: acc(0),
+        value: *e,
+    });
+    let (mut off, mut k) = (w / 2, 0);
+    while off > 0 {
+        lb.push(Stmt::Let {
+            var: acc(k + 1),
+            value: Expr::add(
+                Expr::var(&acc(k)),
+                Expr::Shuffle {
+                    kind: crate::ir::ShuffleKind::Down,
+                    value: Box::new(Expr::var(&acc(k))),
+                    lane: Box::new(Expr::i64(off)),
+                    width: w as u32,
+                },
+            ),
+        });
+        off /= 2;
+        k += 1;
+    }
+    let load = Expr::Load {
+        buffer: buffer.clone(),
+        indices: indices.clone(),
+    };
+    let mut then_body = init;
+    then_body.push(Stmt::Store {
+        buffer,
+        indices,
+        value: Expr::add(load, Expr::var(&acc(k))),
+    });
+    lb.push(Stmt::If {
+        cond: Expr::bin(BinOp::Eq, Expr::var(&var), start.clone()),
+        then_body,
+        else_body: vec![],
+    });
+    Ok(Stmt::For {
+        var,
+        start,
+        end,
+        kind,
+        body: lb,
+    })
 }

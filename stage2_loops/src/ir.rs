@@ -23,6 +23,93 @@ pub struct Func {
     pub buffers: Vec<BufferDecl>,
     /// The body.
     pub body: Vec<Stmt>,
+    /// Scratch buffers allocated inside the body by [`Stmt::Alloc`] (flat 1-D at every level,
+    /// accessed with one index); listed here so that their element type is known everywhere.
+    #[serde(default)]
+    pub scratch: Vec<ScratchDecl>,
+}
+
+/// Where a scratch buffer lives (TVM's storage scopes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MemScope {
+    /// Device (or host) memory visible to every thread of a launch.
+    Global,
+    /// GPU shared memory: one copy per thread block (address space 3).
+    Shared,
+    /// Private to one thread (registers or the stack).
+    Local,
+}
+
+impl MemScope {
+    /// The scope's name as written in schedules and printed IR.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemScope::Global => "global",
+            MemScope::Shared => "shared",
+            MemScope::Local => "local",
+        }
+    }
+    /// Parses [`MemScope::name`].
+    pub fn from_name(name: &str) -> Option<MemScope> {
+        [MemScope::Global, MemScope::Shared, MemScope::Local]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
+}
+
+/// A scratch buffer of a function (see [`Func::scratch`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScratchDecl {
+    /// Name (distinct from every buffer's).
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Where it lives.
+    pub scope: MemScope,
+}
+
+/// The read-modify-write of an atomic update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AtomicOp {
+    /// `b[i] = b[i] + v`
+    Add,
+    /// `b[i] = min(b[i], v)`
+    Min,
+    /// `b[i] = max(b[i], v)`
+    Max,
+}
+
+impl AtomicOp {
+    /// The operation's name (`add`, `min`, `max`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomicOp::Add => "add",
+            AtomicOp::Min => "min",
+            AtomicOp::Max => "max",
+        }
+    }
+}
+
+/// Which lane a warp shuffle reads (CUDA's `__shfl_*_sync` with a full mask).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ShuffleKind {
+    /// `__shfl_down_sync`: lane `l + offset` of the same `width`-segment (own value past its end).
+    Down,
+    /// `__shfl_xor_sync`: lane `l ^ mask`.
+    Xor,
+    /// `__shfl_sync`: lane `src` of the same `width`-segment.
+    Idx,
+}
+
+impl ShuffleKind {
+    /// CUDA-like name: `shfl_down`, `shfl_xor`, `shfl_idx`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShuffleKind::Down => "shfl_down",
+            ShuffleKind::Xor => "shfl_xor",
+            ShuffleKind::Idx => "shfl_idx",
+        }
+    }
 }
 
 /// Where a buffer's data comes from at run time.
@@ -186,6 +273,42 @@ pub enum Stmt {
         /// Value (same type as the buffer).
         value: Expr,
     },
+    /// Allocates the scratch buffer `buffer` (declared in [`Func::scratch`]) of `extent`
+    /// elements for the rest of the enclosing statement list; its contents start undefined.
+    Alloc {
+        /// The scratch buffer.
+        buffer: String,
+        /// Element type.
+        dtype: DType,
+        /// Number of elements (`i64`).
+        extent: Expr,
+        /// Where it lives.
+        scope: MemScope,
+    },
+    /// `__syncthreads()`: every thread of the block waits here; accesses before it happen
+    /// before accesses after it. GPU only; every thread of the block must reach it.
+    Barrier,
+    /// An atomic read-modify-write of one element: never a race with another atomic.
+    Atomic {
+        /// The operation.
+        op: AtomicOp,
+        /// Buffer.
+        buffer: String,
+        /// One position per layout axis (stage II) or one flat index (flat).
+        indices: Vec<Expr>,
+        /// Operand (same type as the buffer).
+        value: Expr,
+    },
+    /// An annotation of its body (TVM's `AttrStmt`), e.g. `pragma_unroll`, `prefetch`,
+    /// `atomic`, `warp_reduce`; executed as its body.
+    Attr {
+        /// The annotation's key.
+        key: String,
+        /// Its value.
+        value: Expr,
+        /// The annotated statements.
+        body: Vec<Stmt>,
+    },
     /// A named block: the body of a sparse iteration at one point.
     Block {
         /// The iteration's name.
@@ -254,12 +377,33 @@ pub enum Expr {
         /// The position whose segment is sought (`i64`).
         value: Box<Expr>,
     },
+    /// A warp shuffle: `value` as computed by another lane of the warp (GPU only).
+    Shuffle {
+        /// Which lane is read.
+        kind: ShuffleKind,
+        /// The shuffled value (each lane's own).
+        value: Box<Expr>,
+        /// Offset (`Down`), mask (`Xor`) or source lane (`Idx`), `i64`.
+        lane: Box<Expr>,
+        /// Segment width: a power of two, at most 32.
+        width: u32,
+    },
 }
 
 impl Func {
     /// The buffer named `name`.
     pub fn buffer(&self, name: &str) -> Option<&BufferDecl> {
         self.buffers.iter().find(|b| b.name == name)
+    }
+    /// The scratch buffer named `name`.
+    pub fn scratch_buffer(&self, name: &str) -> Option<&ScratchDecl> {
+        self.scratch.iter().find(|b| b.name == name)
+    }
+    /// The element type of a buffer or scratch buffer.
+    pub fn elem_type(&self, name: &str) -> Option<DType> {
+        self.buffer(name)
+            .map(|b| b.dtype)
+            .or_else(|| self.scratch_buffer(name).map(|b| b.dtype))
     }
     /// The axis named `name`.
     pub fn axis(&self, name: &str) -> Option<&Axis> {
@@ -284,7 +428,12 @@ impl Expr {
             Expr::Search { lo, hi, value, .. } | Expr::Segment { lo, hi, value, .. } => {
                 vec![lo, hi, value]
             }
+            Expr::Shuffle { value, lane, .. } => vec![value, lane],
         }
+    }
+    /// True when the expression contains a warp shuffle.
+    pub fn has_shuffle(&self) -> bool {
+        matches!(self, Expr::Shuffle { .. }) || self.children().into_iter().any(Expr::has_shuffle)
     }
     /// True when the expression reads a variable for which `is_var` holds.
     pub fn reads_var(&self, is_var: &dyn Fn(&str) -> bool) -> bool {
@@ -343,7 +492,8 @@ pub fn expr_type(f: &Func, e: &Expr, var_type: &dyn Fn(&str) -> Option<DType>) -
         Expr::Bool(_) => DType::Bool,
         Expr::Var(v) => var_type(v).unwrap_or(DType::I64),
         Expr::Param(_) | Expr::Coord(_) | Expr::Search { .. } | Expr::Segment { .. } => DType::I64,
-        Expr::Load { buffer, .. } => f.buffer(buffer).map_or(DType::F64, |b| b.dtype),
+        Expr::Load { buffer, .. } => f.elem_type(buffer).unwrap_or(DType::F64),
+        Expr::Shuffle { value, .. } => expr_type(f, value, var_type),
         Expr::Unary(_, a) => expr_type(f, a, var_type),
         Expr::Binary(op, a, _) => {
             if op.is_comparison() {
@@ -353,5 +503,61 @@ pub fn expr_type(f: &Func, e: &Expr, var_type: &dyn Fn(&str) -> Option<DType>) -
             }
         }
         Expr::Select(_, a, _) => expr_type(f, a, var_type),
+    }
+}
+
+impl Stmt {
+    /// The statement lists nested directly in this statement.
+    pub fn bodies(&self) -> Vec<&Vec<Stmt>> {
+        match self {
+            Stmt::For { body, .. } | Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
+                vec![body]
+            }
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => vec![then_body, else_body],
+            Stmt::Block { init, body, .. } => vec![init, body],
+            Stmt::Let { .. }
+            | Stmt::Decl { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::Alloc { .. }
+            | Stmt::Barrier
+            | Stmt::Atomic { .. } => vec![],
+        }
+    }
+    /// The expressions of this statement itself (not of nested statements).
+    pub fn exprs(&self) -> Vec<&Expr> {
+        match self {
+            Stmt::For { start, end, .. } => vec![start, end],
+            Stmt::If { cond, .. } | Stmt::While { cond, .. } => vec![cond],
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } | Stmt::Attr { value, .. } => {
+                vec![value]
+            }
+            Stmt::Decl { init, .. } => vec![init],
+            Stmt::Store { indices, value, .. } | Stmt::Atomic { indices, value, .. } => {
+                indices.iter().chain(std::iter::once(value)).collect()
+            }
+            Stmt::Alloc { extent, .. } => vec![extent],
+            Stmt::Barrier | Stmt::Block { .. } => vec![],
+        }
+    }
+    /// True when the statement contains a barrier, at any depth.
+    pub fn has_barrier(&self) -> bool {
+        matches!(self, Stmt::Barrier)
+            || self
+                .bodies()
+                .iter()
+                .any(|b| b.iter().any(Stmt::has_barrier))
+    }
+    /// True when the statement contains a warp shuffle, at any depth.
+    pub fn has_shuffle(&self) -> bool {
+        self.exprs().iter().any(|e| e.has_shuffle())
+            || self
+                .bodies()
+                .iter()
+                .any(|b| b.iter().any(Stmt::has_shuffle))
     }
 }

@@ -118,6 +118,7 @@ pub fn verify_flat(f: &Func) -> Result<(), LowerError> {
             Expr::Search { lo, hi, value, .. } | Expr::Segment { lo, hi, value, .. } => {
                 expr(lo).and(expr(hi)).and(expr(value))
             }
+            Expr::Shuffle { value, lane, .. } => expr(value).and(expr(lane)),
             Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) | Expr::Param(_) => {
                 Ok(())
             }
@@ -160,6 +161,26 @@ pub fn verify_flat(f: &Func) -> Result<(), LowerError> {
                     }
                     expr(&indices[0])?;
                     expr(value)?;
+                }
+                Stmt::Atomic {
+                    buffer,
+                    indices,
+                    value,
+                    ..
+                } => {
+                    if indices.len() != 1 {
+                        return Err(LowerError::NotFlat {
+                            what: format!("atomic on `{buffer}` with {} indices", indices.len()),
+                        });
+                    }
+                    expr(&indices[0])?;
+                    expr(value)?;
+                }
+                Stmt::Alloc { extent, .. } => expr(extent)?,
+                Stmt::Barrier => {}
+                Stmt::Attr { value, body, .. } => {
+                    expr(value)?;
+                    stmts(body)?;
                 }
                 Stmt::Block {
                     name, init, body, ..

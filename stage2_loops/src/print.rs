@@ -78,6 +78,12 @@ impl fmt::Display for Expr {
                 hi,
                 value,
             } => write!(f, "segment({buffer}[{lo}..{hi}], {value})"),
+            Expr::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+            } => write!(f, "{}({value}, {lane}, {width})", kind.name()),
         }
     }
 }
@@ -137,6 +143,42 @@ fn write_stmts(out: &mut String, stmts: &[Stmt], depth: usize) {
                 value,
             } => {
                 let _ = writeln!(out, "{:pad$}{buffer}[{}] = {value}", "", list(indices));
+            }
+            Stmt::Alloc {
+                buffer,
+                dtype,
+                extent,
+                scope,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "{:pad$}alloc {} {buffer}: {}[{extent}]",
+                    "",
+                    scope.name(),
+                    dtype.name()
+                );
+            }
+            Stmt::Barrier => {
+                let _ = writeln!(out, "{:pad$}barrier()", "");
+            }
+            Stmt::Atomic {
+                op,
+                buffer,
+                indices,
+                value,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "{:pad$}atomic_{}({buffer}[{}], {value})",
+                    "",
+                    op.name(),
+                    list(indices)
+                );
+            }
+            Stmt::Attr { key, value, body } => {
+                let _ = writeln!(out, "{:pad$}attr {key} = {value} {{", "");
+                write_stmts(out, body, depth + 1);
+                let _ = writeln!(out, "{:pad$}}}", "");
             }
             Stmt::Block {
                 name,

@@ -77,6 +77,22 @@ fn stmts(body: &[Stmt], out: &mut BTreeSet<String>) {
                 stmts(init, out);
                 stmts(body, out);
             }
+            Stmt::Atomic {
+                buffer,
+                indices,
+                value,
+                ..
+            } => {
+                out.insert(buffer.clone());
+                indices.iter().for_each(|e| expr(e, out));
+                expr(value, out);
+            }
+            Stmt::Alloc { extent, .. } => expr(extent, out),
+            Stmt::Barrier => {}
+            Stmt::Attr { value, body, .. } => {
+                expr(value, out);
+                stmts(body, out);
+            }
         }
     }
 }
@@ -119,6 +135,10 @@ fn expr(e: &Expr, out: &mut BTreeSet<String>) {
             expr(lo, out);
             expr(hi, out);
             expr(value, out);
+        }
+        Expr::Shuffle { value, lane, .. } => {
+            expr(value, out);
+            expr(lane, out);
         }
     }
 }

@@ -58,6 +58,10 @@ pub(crate) struct Emitter<'a, 'ctx> {
     /// Emitting a GPU kernel: loops bound to the thread hierarchy become guarded reads of the
     /// thread's index (see `lacuna_stage2::gpu`); on the CPU they run serially.
     pub gpu: bool,
+    /// A `pragma_unroll` count for the next counted loop emitted.
+    pub pending_unroll: Option<u32>,
+    /// A `prefetch` distance for the next counted loop emitted.
+    pub pending_prefetch: Option<i64>,
 }
 
 /// Builds the module for `f`; returns it with the entry point's symbol name.
@@ -122,6 +126,8 @@ pub(crate) fn build_module<'ctx>(
         outlined: Default::default(),
         env: Vec::new(),
         gpu: false,
+        pending_unroll: None,
+        pending_prefetch: None,
     };
     em.stmts(&f.body)?;
     em.builder.build_return(None)?;
@@ -270,6 +276,8 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         from_memory: bool,
         body: &'a [Stmt],
     ) -> R<()> {
+        let unroll = self.pending_unroll.take();
+        let prefetch = self.pending_prefetch.take();
         {
             {
                 let pre = self.current_block()?;
@@ -300,6 +308,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                     },
                     false,
                 ));
+                if let Some(d) = prefetch {
+                    self.prefetch_loads(var, iv, d, body)?;
+                }
                 self.stmts(body)?;
                 self.env.pop();
                 // `iv < hi <= i64::MAX`, so the increment cannot overflow.
@@ -314,7 +325,10 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                     && !body
                         .iter()
                         .any(|s| matches!(s, Stmt::For { .. } | Stmt::While { .. }));
-                self.loop_hint(br, kind, short);
+                match unroll {
+                    Some(n) => self.unroll_count_hint(br, n),
+                    None => self.loop_hint(br, kind, short),
+                }
                 phi.add_incoming(&[(&lo, pre), (&next, latch)]);
                 self.builder.position_at_end(exit);
             }
@@ -419,8 +433,279 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 }
                 self.stmts(body)?;
             }
+            Stmt::Alloc {
+                buffer,
+                dtype,
+                extent,
+                scope,
+            } => self.alloc_scratch(buffer, *dtype, extent, *scope)?,
+            Stmt::Barrier => {
+                if !self.gpu {
+                    return Err(CodegenError::GpuOnly { what: "barrier" });
+                }
+                self.void_intrinsic("llvm.nvvm.barrier0", &[])?;
+            }
+            Stmt::Atomic {
+                op,
+                buffer,
+                indices,
+                value,
+            } => {
+                let v = self.expr(value)?;
+                let (p, t) = self.element_ptr(buffer, indices)?;
+                let v = self.convert(v, t)?;
+                self.atomic_rmw(*op, p, v)?;
+            }
+            Stmt::Attr { key, value, body } => self.attr(key, value, body)?,
         }
         Ok(())
+    }
+
+    /// Storage for a scratch buffer: a stack array in the entry block (CPU, and local scope on
+    /// the GPU), a static `addrspace(3)` array (shared scope on the GPU). The extent must be a
+    /// constant: kernels never allocate at run time.
+    fn alloc_scratch(
+        &mut self,
+        buffer: &'a str,
+        t: DType,
+        extent: &'a lacuna_stage2::Expr,
+        scope: lacuna_stage2::MemScope,
+    ) -> R<()> {
+        use inkwell::types::BasicType;
+        use lacuna_stage2::MemScope;
+        let err = |why: String| CodegenError::Scratch {
+            buffer: buffer.to_string(),
+            scope: scope.name(),
+            why,
+        };
+        let n = match extent {
+            lacuna_stage2::Expr::Int(n, _) if *n >= 0 => *n as u64,
+            other => {
+                return Err(err(format!(
+                    "its extent `{other}` is not a constant (split the loop it serves by a constant factor first)"
+                )))
+            }
+        };
+        // Stack and shared memory are small: 48 KiB is CUDA's static shared-memory limit.
+        let bytes = n.saturating_mul(t.size_bytes() as u64);
+        if bytes > 48 * 1024 {
+            return Err(err(format!(
+                "{bytes} bytes exceed the 48 KiB a scratch buffer may take"
+            )));
+        }
+        let n32 = u32::try_from(n.max(1)).map_err(|_| err("extent too large".into()))?;
+        let ty = self.llvm_type(t).array_type(n32);
+        let ptr = match (self.gpu, scope) {
+            (true, MemScope::Shared) => {
+                let name = format!("{}_shared", crate::check::symbol_name(buffer));
+                let g = self
+                    .module
+                    .add_global(ty, Some(AddressSpace::from(3u16)), &name);
+                g.set_linkage(Linkage::Internal);
+                g.set_initializer(&ty.get_undef());
+                g.set_alignment(16);
+                g.as_pointer_value()
+            }
+            (true, MemScope::Global) => {
+                return Err(err(
+                    "a GPU kernel does not allocate global memory: stage the data in shared or local scope".into(),
+                ))
+            }
+            _ => {
+                let p = self.entry_alloca_ty(ty.as_basic_type_enum(), buffer)?;
+                if let Some(i) = p.as_instruction() {
+                    let _ = i.set_alignment(16);
+                }
+                p
+            }
+        };
+        self.bufs.insert(buffer, (ptr, t));
+        Ok(())
+    }
+
+    /// An atomic read-modify-write (relaxed ordering): `atomicrmw fadd|add|fmin|min|...`.
+    fn atomic_rmw(
+        &mut self,
+        op: lacuna_stage2::AtomicOp,
+        p: PointerValue<'ctx>,
+        v: Val<'ctx>,
+    ) -> R<()> {
+        use inkwell::llvm_sys::core::LLVMBuildAtomicRMW;
+        use inkwell::llvm_sys::{LLVMAtomicOrdering, LLVMAtomicRMWBinOp};
+        use lacuna_stage2::AtomicOp;
+        let float = v.t.is_float();
+        let rmw = match (op, float) {
+            (AtomicOp::Add, true) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFAdd,
+            (AtomicOp::Add, false) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpAdd,
+            (AtomicOp::Min, true) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFMin,
+            (AtomicOp::Min, false) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpMin,
+            (AtomicOp::Max, true) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpFMax,
+            (AtomicOp::Max, false) => LLVMAtomicRMWBinOp::LLVMAtomicRMWBinOpMax,
+        };
+        // SAFETY: the builder is positioned, `p` points to an element of `v`'s type.
+        let r = unsafe {
+            LLVMBuildAtomicRMW(
+                self.builder.as_mut_ptr(),
+                rmw,
+                p.as_value_ref(),
+                v.v.as_value_ref(),
+                LLVMAtomicOrdering::LLVMAtomicOrderingMonotonic,
+                0,
+            )
+        };
+        if r.is_null() {
+            return Err(CodegenError::Llvm {
+                message: "atomicrmw".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Calls an intrinsic that returns nothing.
+    pub(crate) fn void_intrinsic(
+        &self,
+        name: &str,
+        args: &[BasicMetadataValueEnum<'ctx>],
+    ) -> R<()> {
+        let missing = || CodegenError::Llvm {
+            message: format!("intrinsic {name} is not available"),
+        };
+        let decl = inkwell::intrinsics::Intrinsic::find(name)
+            .ok_or_else(missing)?
+            .get_declaration(self.module, &[])
+            .ok_or_else(missing)?;
+        self.builder.build_call(decl, args, "")?;
+        Ok(())
+    }
+
+    /// An annotated statement list: the annotation changes how the body is emitted
+    /// (`pragma_unroll`: unroll hint on the loops directly inside; others: as the body).
+    fn attr(&mut self, key: &'a str, value: &'a lacuna_stage2::Expr, body: &'a [Stmt]) -> R<()> {
+        let n = match value {
+            lacuna_stage2::Expr::Int(n, _) => Some(*n),
+            _ => None,
+        };
+        match (key, n) {
+            ("pragma_unroll", Some(n)) if n >= 1 => {
+                self.pending_unroll = Some(u32::try_from(n).unwrap_or(u32::MAX));
+            }
+            ("prefetch", Some(d)) if d >= 1 && !self.gpu => self.pending_prefetch = Some(d),
+            _ => {}
+        }
+        let r = self.stmts(body);
+        self.pending_unroll = None;
+        self.pending_prefetch = None;
+        r
+    }
+
+    /// `llvm.prefetch` of the loads of `body` (outside nested loops) whose index is computed
+    /// without memory reads and depends on `var`, at `var + distance`.
+    fn prefetch_loads(
+        &mut self,
+        var: &'a str,
+        iv: IntValue<'ctx>,
+        distance: i64,
+        body: &'a [Stmt],
+    ) -> R<()> {
+        use lacuna_stage2::Expr as E;
+        fn loads<'e>(e: &'e E, var: &str, out: &mut Vec<(&'e str, &'e E)>) {
+            if let E::Load { buffer, indices } = e {
+                if let [i] = indices.as_slice() {
+                    if i.reads_var(&|v| v == var) && !reads_memory(i) {
+                        out.push((buffer, i));
+                    }
+                }
+            }
+            e.children().into_iter().for_each(|c| loads(c, var, out));
+        }
+        fn walk<'e>(stmts: &'e [Stmt], var: &str, out: &mut Vec<(&'e str, &'e E)>) {
+            for s in stmts {
+                if matches!(s, Stmt::For { .. } | Stmt::While { .. }) {
+                    continue;
+                }
+                s.exprs().into_iter().for_each(|e| loads(e, var, out));
+                s.bodies().into_iter().for_each(|b| walk(b, var, out));
+            }
+        }
+        let mut found = Vec::new();
+        walk(body, var, &mut found);
+        found.dedup();
+        let i64t = self.ctx.i64_type();
+        let ahead = self
+            .builder
+            .build_int_add(iv, i64t.const_int(distance as u64, true), "")?;
+        for (buffer, index) in found {
+            let Some((base, t)) = self.bufs.get(buffer).copied() else {
+                continue;
+            };
+            self.env.push((
+                var,
+                Val {
+                    v: ahead.into(),
+                    t: DType::I64,
+                },
+                false,
+            ));
+            let idx = self.int_operand(index, |dtype| CodegenError::IndexType {
+                buffer: buffer.to_string(),
+                dtype,
+            });
+            self.env.pop();
+            // A prefetch never faults, so an address past the end is harmless (plain GEP).
+            let p = unsafe {
+                self.builder
+                    .build_gep(self.llvm_type(t), base, &[idx?], "pf")
+            }?;
+            let i32t = self.ctx.i32_type();
+            let decl = inkwell::intrinsics::Intrinsic::find("llvm.prefetch")
+                .and_then(|i| i.get_declaration(self.module, &[base.get_type().into()]))
+                .ok_or_else(|| CodegenError::Llvm {
+                    message: "intrinsic llvm.prefetch is not available".into(),
+                })?;
+            self.builder.build_call(
+                decl,
+                &[
+                    p.into(),
+                    i32t.const_zero().into(),
+                    i32t.const_int(3, false).into(),
+                    i32t.const_int(1, false).into(),
+                ],
+                "",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `llvm.loop.unroll.count N` on a loop's back edge.
+    fn unroll_count_hint(&self, br: InstructionValue<'ctx>, n: u32) {
+        use inkwell::llvm_sys::core::{
+            LLVMMDNodeInContext2, LLVMMDStringInContext2, LLVMMetadataAsValue, LLVMSetMetadata,
+            LLVMValueAsMetadata,
+        };
+        use inkwell::llvm_sys::debuginfo::{LLVMMetadataReplaceAllUsesWith, LLVMTemporaryMDNode};
+        let c = self.ctx.raw();
+        let key = b"llvm.loop.unroll.count";
+        // SAFETY: as in `loop_hint`: metadata of this context, a self-referential loop ID.
+        unsafe {
+            let k = LLVMMDStringInContext2(c, key.as_ptr().cast(), key.len());
+            let v = LLVMValueAsMetadata(
+                self.ctx
+                    .i32_type()
+                    .const_int(u64::from(n), false)
+                    .as_value_ref(),
+            );
+            let mut hint_ops = [k, v];
+            let hint = LLVMMDNodeInContext2(c, hint_ops.as_mut_ptr(), hint_ops.len());
+            let tmp = LLVMTemporaryMDNode(c, std::ptr::null_mut(), 0);
+            let mut ops = [tmp, hint];
+            let id = LLVMMDNodeInContext2(c, ops.as_mut_ptr(), ops.len());
+            LLVMMetadataReplaceAllUsesWith(tmp, id);
+            LLVMSetMetadata(
+                br.as_value_ref(),
+                self.ctx.get_kind_id("llvm.loop"),
+                LLVMMetadataAsValue(c, id),
+            );
+        }
     }
 
     /// A stack slot for a mutable variable, at the start of the entry block (where LLVM's

@@ -171,6 +171,28 @@ pub enum CodegenError {
         /// The requested target.
         target: String,
     },
+    /// A barrier or warp shuffle in code for the CPU.
+    #[error("{what} is GPU-only: compile the kernel for a cuda target (cuda:sm_80 or cuda:sm_90)")]
+    GpuOnly {
+        /// `barrier` or `warp shuffle`.
+        what: &'static str,
+    },
+    /// A scratch buffer that cannot be allocated where it is.
+    #[error("scratch buffer `{buffer}` ({scope}): {why}")]
+    Scratch {
+        /// The scratch buffer.
+        buffer: String,
+        /// Its scope.
+        scope: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+    /// A malformed warp shuffle.
+    #[error("warp shuffle: {why}")]
+    Shuffle {
+        /// What is wrong.
+        why: String,
+    },
     /// An LLVM builder call failed (a bug of the code generator).
     #[error("LLVM builder error: {message}")]
     Llvm {

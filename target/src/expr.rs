@@ -90,6 +90,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 hi,
                 value,
             } => self.segment(buffer, lo, hi, value),
+            Expr::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+            } => self.shuffle(*kind, value, lane, *width),
         }
     }
 

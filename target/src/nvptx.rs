@@ -29,7 +29,7 @@ use lacuna_ir::DType;
 use lacuna_stage1::Bindings;
 use lacuna_stage2::gpu::{launch, GpuError, Launch};
 use lacuna_stage2::BufferKind;
-use lacuna_stage2::{Expr, Func, GpuAxis, Stmt};
+use lacuna_stage2::{Expr, Func, GpuAxis, ShuffleKind, Stmt};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -187,6 +187,8 @@ fn build_kernel_module<'ctx>(
     tm: &TargetMachine,
 ) -> R<(Module<'ctx>, String, Launch)> {
     check_decls(f)?;
+    let lowered = lacuna_stage2::gpu::lower_warp_reductions(f)?;
+    let f = &lowered;
     let launch = launch(f)?;
     let sym = format!("lacuna_{}", symbol_name(&f.name));
     let module = ctx.create_module(&sym);
@@ -229,6 +231,8 @@ fn build_kernel_module<'ctx>(
         params,
         env: Vec::new(),
         gpu: true,
+        pending_unroll: None,
+        pending_prefetch: None,
         hm: None,
         indptr: Default::default(),
         // A `Parallel` loop inside a GPU kernel runs serially in its thread.
@@ -331,5 +335,86 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         self.builder.build_unconditional_branch(merge)?;
         self.builder.position_at_end(merge);
         Ok(())
+    }
+}
+
+impl<'a, 'ctx> Emitter<'a, 'ctx> {
+    /// A warp shuffle with a full mask: `llvm.nvvm.shfl.sync.{down,bfly,idx}.i32`, 64-bit
+    /// values as two 32-bit halves, `bool` widened to 32 bits.
+    pub(crate) fn shuffle(
+        &mut self,
+        kind: ShuffleKind,
+        value: &'a Expr,
+        lane: &'a Expr,
+        width: u32,
+    ) -> R<crate::emit::Val<'ctx>> {
+        if !self.gpu {
+            return Err(CodegenError::GpuOnly {
+                what: "warp shuffle",
+            });
+        }
+        if !(1..=32).contains(&width) || !width.is_power_of_two() {
+            return Err(CodegenError::Shuffle {
+                why: format!("width {width} is not a power of two up to 32"),
+            });
+        }
+        let v = self.expr(value)?;
+        let l = self.int_operand(lane, |dtype| CodegenError::Shuffle {
+            why: format!("the lane operand has type {dtype}, expected an integer"),
+        })?;
+        let (i32t, i64t) = (self.ctx.i32_type(), self.ctx.i64_type());
+        let b = &self.builder;
+        let l = b.build_int_truncate_or_bit_cast(l, i32t, "lane")?;
+        let name = match kind {
+            ShuffleKind::Down => "llvm.nvvm.shfl.sync.down.i32",
+            ShuffleKind::Xor => "llvm.nvvm.shfl.sync.bfly.i32",
+            ShuffleKind::Idx => "llvm.nvvm.shfl.sync.idx.i32",
+        };
+        let mask = i32t.const_int(0xffff_ffff, false);
+        let clamp = i32t.const_int((u64::from(32 - width) << 8) | 31, false);
+        let shfl =
+            |em: &Self, x: inkwell::values::IntValue<'ctx>| -> R<inkwell::values::IntValue<'ctx>> {
+                Ok(em
+                    .intrinsic(name, &[], &[mask.into(), x.into(), l.into(), clamp.into()])?
+                    .into_int_value())
+            };
+        let out: inkwell::values::BasicValueEnum<'ctx> = match v.t {
+            DType::I32 => shfl(self, v.v.into_int_value())?.into(),
+            DType::Bool | DType::I8 => {
+                let narrow = v.v.into_int_value();
+                let x = b.build_int_z_extend(narrow, i32t, "")?;
+                let y = shfl(self, x)?;
+                self.builder
+                    .build_int_truncate(y, narrow.get_type(), "")?
+                    .into()
+            }
+            DType::F32 => {
+                let x = b.build_bit_cast(v.v, i32t, "")?.into_int_value();
+                let y = shfl(self, x)?;
+                self.builder.build_bit_cast(y, self.ctx.f32_type(), "")?
+            }
+            DType::I64 | DType::F64 => {
+                let x = if v.t == DType::F64 {
+                    b.build_bit_cast(v.v, i64t, "")?.into_int_value()
+                } else {
+                    v.v.into_int_value()
+                };
+                let lo = b.build_int_truncate(x, i32t, "")?;
+                let hi = b.build_right_shift(x, i64t.const_int(32, false), false, "")?;
+                let hi = b.build_int_truncate(hi, i32t, "")?;
+                let (lo, hi) = (shfl(self, lo)?, shfl(self, hi)?);
+                let b = &self.builder;
+                let lo = b.build_int_z_extend(lo, i64t, "")?;
+                let hi = b.build_int_z_extend(hi, i64t, "")?;
+                let hi = b.build_left_shift(hi, i64t.const_int(32, false), "")?;
+                let y = b.build_or(lo, hi, "")?;
+                if v.t == DType::F64 {
+                    b.build_bit_cast(y, self.ctx.f64_type(), "")?
+                } else {
+                    y.into()
+                }
+            }
+        };
+        Ok(crate::emit::Val { v: out, t: v.t })
     }
 }

@@ -163,6 +163,13 @@ fn row_pointer<'a>(em: &Emitter<'a, '_>, var: &str, body: &'a [Stmt]) -> Option<
                     walk(init, out);
                     walk(body, out);
                 }
+                Stmt::Atomic { indices, value, .. } => {
+                    indices.iter().for_each(|i| expr(i, out));
+                    expr(value, out);
+                }
+                Stmt::Alloc { extent, .. } => expr(extent, out),
+                Stmt::Barrier => {}
+                Stmt::Attr { body, .. } => walk(body, out),
             }
         }
     }
@@ -279,6 +286,8 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             outlined: self.outlined.clone(),
             env: Vec::new(),
             gpu: false,
+            pending_unroll: None,
+            pending_prefetch: None,
         };
         inner
             .builder

@@ -29,6 +29,7 @@ fn in_decl(name: &str, dtype: DType) -> BufferDecl {
 /// interpreter; returns both results.
 fn both(e: Expr, t: DType, out_t: DType, a: Scalar, b: Scalar) -> (Scalar, Scalar) {
     let f = Func {
+        scratch: vec![],
         name: "t".into(),
         params: vec![],
         axes: vec![],
@@ -222,6 +223,7 @@ fn lazy_select_and_short_circuit_guard_loads() {
         ),
     );
     let f = Func {
+        scratch: vec![],
         name: "guard".into(),
         params: vec![],
         axes: vec![],
@@ -264,6 +266,7 @@ fn lazy_select_and_short_circuit_guard_loads() {
 fn search_func(t: DType) -> Func {
     // out[q] = search(idx[lo..hi], keys[q]) for q in 0..nq
     Func {
+        scratch: vec![],
         name: "search".into(),
         params: vec!["nq".into(), "lo".into(), "hi".into()],
         axes: vec![],
@@ -320,6 +323,7 @@ proptest! {
 #[test]
 fn a_function_that_is_not_flat_is_an_error() {
     let f = Func {
+        scratch: vec![],
         name: "nf".into(),
         params: vec![],
         axes: vec![],

@@ -206,6 +206,19 @@ class Schedule:
         """Unrolls ``loop`` (fully, when its trip count is constant)."""
         self._s.unroll(loop)
 
+    def rfactor(self, loop: str) -> None:
+        """Factors the reduction loop ``loop`` (constant extent) into partial results and a
+        final reduction loop ``loop + ".rf"``."""
+        self._s.rfactor(loop)
+
+    def annotate(self, loop: str, key: str, value: int = 0) -> None:
+        """Annotates ``loop``: ``atomic``, ``pragma_unroll`` (count) or ``prefetch`` (distance)."""
+        self._s.annotate(loop, key, value)
+
+    def unannotate(self, loop: str, key: str) -> None:
+        """Removes the annotation ``key`` from ``loop``."""
+        self._s.unannotate(loop, key)
+
     def __repr__(self) -> str:
         return f"Schedule({self.kernel.name!r}, {self.primitives()})"
 

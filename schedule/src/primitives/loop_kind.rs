@@ -42,9 +42,14 @@ fn varying(v: &str, body: &[Stmt]) -> BTreeSet<String> {
                     walk(init, set);
                     walk(body, set);
                 }
-                Stmt::While { body, .. } => walk(body, set),
-                Stmt::Let { .. } | Stmt::Store { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {
-                }
+                Stmt::While { body, .. } | Stmt::Attr { body, .. } => walk(body, set),
+                Stmt::Let { .. }
+                | Stmt::Store { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
     }
@@ -91,7 +96,9 @@ fn sum_reductions_only(stmts: &[Stmt]) -> bool {
                         if matches!(&**a, Expr::Load { buffer: b, indices: i } if b == buffer && i == indices)
                             && !reads_other(e));
                 }
-                Stmt::For { body, .. } | Stmt::While { body, .. } => stores(body, ok),
+                Stmt::For { body, .. } | Stmt::While { body, .. } | Stmt::Attr { body, .. } => {
+                    stores(body, ok)
+                }
                 Stmt::If {
                     then_body,
                     else_body,
@@ -104,7 +111,12 @@ fn sum_reductions_only(stmts: &[Stmt]) -> bool {
                     stores(init, ok);
                     stores(body, ok);
                 }
-                Stmt::Let { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } => {}
+                Stmt::Let { .. }
+                | Stmt::Decl { .. }
+                | Stmt::Assign { .. }
+                | Stmt::Alloc { .. }
+                | Stmt::Barrier
+                | Stmt::Atomic { .. } => {}
             }
         }
     }
@@ -140,6 +152,16 @@ fn independent_strict(s: &Stmt, name: &str) -> Result<(), Condition> {
     let vary = varying(var, body);
     let mut acc = Vec::new();
     accesses(body, &mut acc);
+    // A buffer updated atomically may be updated at any element by every iteration, but not
+    // also accessed plainly.
+    let mut atomic = Vec::new();
+    crate::loops::atomic_buffers(body, &mut atomic);
+    if let Some(b) = atomic.iter().find(|b| acc.iter().any(|a| &a.0 == *b)) {
+        return Err(Condition::CarriedDependence {
+            r#loop: name.to_string(),
+            buffer: b.clone(),
+        });
+    }
     let written: BTreeSet<&String> = acc.iter().filter(|a| a.2).map(|a| &a.0).collect();
     for buffer in written {
         let lists: Vec<&Vec<Expr>> = acc
@@ -247,11 +269,91 @@ pub fn vectorize(body: Vec<Stmt>, name: &str) -> Result<Vec<Stmt>, Condition> {
 }
 
 /// `bind(loop, thread)`: requires independent iterations and a CUDA thread dimension name.
+///
+/// A reduction loop `for l in s..s+W { b[idx] = b[idx] + e }` (the final loop of `rfactor`)
+/// with `W` a power of two up to 32 may be bound to `threadIdx.x`: it becomes a cross-thread
+/// warp reduction, `attr warp_reduce = W { init; bind(threadIdx.x) for l ... }`, which the CPU
+/// runs serially and the GPU lowering (`lacuna_stage2::gpu::lower_warp_reductions`) turns into
+/// shuffles, lane 0 storing the result. An init store of `b[idx]` directly before the loop
+/// moves into the annotation (lane 0 performs it).
 pub fn bind(body: Vec<Stmt>, name: &str, thread: &str) -> Result<Vec<Stmt>, Condition> {
     let axis = lacuna_stage2::GpuAxis::from_name(thread).ok_or_else(|| Condition::BadArgument {
         what: format!("`{thread}` is not a thread dimension (blockIdx.x|y|z, threadIdx.x|y|z)"),
     })?;
-    set_kind(body, name, ForKind::Bound(axis), false, true)
+    let index = find(&body, name)?;
+    let s = get(&body, index).expect("found");
+    match independent(s, name) {
+        Ok(()) => set_kind(body, name, ForKind::Bound(axis), false, false),
+        Err(e) => match warp_reduction(s) {
+            Some((w, b, idx)) if axis == lacuna_stage2::GpuAxis::ThreadX => {
+                let mut body = body;
+                crate::loops::edit_list(&mut body, index, &mut |list, i| {
+                    let Stmt::For { kind, .. } = &mut list[i] else {
+                        unreachable!("a loop")
+                    };
+                    *kind = ForKind::Bound(axis);
+                    let take_init =
+                        i > 0 && crate::primitives::rfactor::is_init_of(&list[i - 1], &b, &idx);
+                    let lo = if take_init { i - 1 } else { i };
+                    let inner: Vec<Stmt> = list.drain(lo..=i).collect();
+                    list.insert(
+                        lo,
+                        Stmt::Attr {
+                            key: "warp_reduce".into(),
+                            value: Expr::i64(w),
+                            body: inner,
+                        },
+                    );
+                    Ok(())
+                })?;
+                Ok(body)
+            }
+            _ => Err(e),
+        },
+    }
+}
+
+/// `(W, b, idx)` when `s` is `for l in s..s+W { b[idx] = b[idx] + e }` with `W` a power of two
+/// up to 32 and `idx` not reading `l`.
+fn warp_reduction(s: &Stmt) -> Option<(i64, String, Vec<Expr>)> {
+    let Stmt::For {
+        var,
+        start: Expr::Int(s0, _),
+        end: Expr::Int(e0, _),
+        body,
+        ..
+    } = s
+    else {
+        return None;
+    };
+    let w = e0 - s0;
+    if !(1..=32).contains(&w) || w & (w - 1) != 0 {
+        return None;
+    }
+    let [Stmt::Store {
+        buffer,
+        indices,
+        value: Expr::Binary(lacuna_stage1::BinOp::Add, l, e),
+    }] = body.as_slice()
+    else {
+        return None;
+    };
+    let same = matches!(&**l, Expr::Load { buffer: b, indices: i } if b == buffer && i == indices);
+    let mut acc = Vec::new();
+    accesses(body, &mut acc);
+    let reads_b_elsewhere = {
+        let mut r = Vec::new();
+        fn loads(e: &Expr, out: &mut Vec<String>) {
+            if let Expr::Load { buffer, .. } = e {
+                out.push(buffer.clone());
+            }
+            e.children().into_iter().for_each(|c| loads(c, out));
+        }
+        loads(e, &mut r);
+        r.contains(buffer)
+    };
+    (same && !reads_b_elsewhere && !indices.iter().any(|i| mentions(i, var)))
+        .then(|| (w, buffer.clone(), indices.clone()))
 }
 
 /// `unroll(loop)`: always legal.
@@ -280,6 +382,7 @@ fn injective(e: &Expr) -> bool {
         | Expr::Binary(..)
         | Expr::Select(..)
         | Expr::Search { .. }
-        | Expr::Segment { .. } => false,
+        | Expr::Segment { .. }
+        | Expr::Shuffle { .. } => false,
     }
 }

@@ -1,10 +1,12 @@
 //! The schedule primitives, one file per family.
 
+pub mod annotate;
 pub mod blockize;
 pub mod compute_at;
 pub mod decompose_format;
 pub mod horizontal;
 pub mod loop_kind;
 pub mod loop_transform;
+pub mod rfactor;
 pub mod sparse;
 mod tree;

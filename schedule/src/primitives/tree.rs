@@ -33,7 +33,14 @@ fn children(s: &Stmt) -> Vec<(Slot, &Vec<Stmt>)> {
             ..
         } => vec![(Slot::Then, then_body), (Slot::Else, else_body)],
         Stmt::Block { init, body, .. } => vec![(Slot::Init, init), (Slot::Body, body)],
-        Stmt::Let { .. } | Stmt::Decl { .. } | Stmt::Assign { .. } | Stmt::Store { .. } => vec![],
+        Stmt::Attr { body, .. } => vec![(Slot::Body, body)],
+        Stmt::Let { .. }
+        | Stmt::Decl { .. }
+        | Stmt::Assign { .. }
+        | Stmt::Store { .. }
+        | Stmt::Alloc { .. }
+        | Stmt::Barrier
+        | Stmt::Atomic { .. } => vec![],
     }
 }
 
@@ -41,7 +48,7 @@ fn children(s: &Stmt) -> Vec<(Slot, &Vec<Stmt>)> {
 pub fn slot_mut(s: &mut Stmt, slot: Slot) -> &mut Vec<Stmt> {
     match (s, slot) {
         (Stmt::For { body, .. } | Stmt::While { body, .. }, Slot::Body) => body,
-        (Stmt::Block { body, .. }, Slot::Body) => body,
+        (Stmt::Block { body, .. } | Stmt::Attr { body, .. }, Slot::Body) => body,
         (Stmt::Block { init, .. }, Slot::Init) => init,
         (Stmt::If { then_body, .. }, Slot::Then) => then_body,
         (Stmt::If { else_body, .. }, Slot::Else) => else_body,
@@ -221,6 +228,34 @@ pub fn rename(stmts: Vec<Stmt>, map: &[(String, String)]) -> Vec<Stmt> {
                     init: go(init, name),
                     body: go(body, name),
                 },
+                Stmt::Alloc {
+                    buffer,
+                    dtype,
+                    extent,
+                    scope,
+                } => Stmt::Alloc {
+                    buffer,
+                    dtype,
+                    extent: expr(extent, name),
+                    scope,
+                },
+                Stmt::Barrier => Stmt::Barrier,
+                Stmt::Atomic {
+                    op,
+                    buffer,
+                    indices,
+                    value,
+                } => Stmt::Atomic {
+                    op,
+                    buffer,
+                    indices: indices.into_iter().map(|i| expr(i, name)).collect(),
+                    value: expr(value, name),
+                },
+                Stmt::Attr { key, value, body } => Stmt::Attr {
+                    key,
+                    value: expr(value, name),
+                    body: go(body, name),
+                },
             })
             .collect()
     }
@@ -273,6 +308,17 @@ fn rename_in(e: Expr, name: &dyn Fn(String) -> String) -> Expr {
                 lo: b(lo),
                 hi: b(hi),
                 value: b(value),
+            },
+            Expr::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+            } => Expr::Shuffle {
+                kind,
+                value: b(value),
+                lane: b(lane),
+                width,
             },
             other @ (Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Param(_)) => other,
         }
@@ -335,6 +381,16 @@ pub fn all_vars(stmts: &[Stmt]) -> BTreeSet<String> {
                 }
                 Stmt::Block { init, body, .. } => {
                     go(init, out);
+                    go(body, out);
+                }
+                Stmt::Alloc { extent, .. } => expr(extent, out),
+                Stmt::Barrier => {}
+                Stmt::Atomic { indices, value, .. } => {
+                    indices.iter().for_each(|i| expr(i, out));
+                    expr(value, out);
+                }
+                Stmt::Attr { value, body, .. } => {
+                    expr(value, out);
                     go(body, out);
                 }
             }

@@ -503,6 +503,7 @@ pub fn generate(a: &Assignment, plan: &Plan, pass: Pass) -> Result<Func, CoiterE
         axes: vec![],
         buffers: buffers(a, plan, pass),
         body,
+        scratch: vec![],
     }))
 }
 

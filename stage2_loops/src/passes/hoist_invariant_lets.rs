@@ -55,7 +55,8 @@ fn count_bindings(stmts: &[Stmt], out: &mut std::collections::BTreeMap<String, u
                 count_bindings(init, out);
                 count_bindings(body, out);
             }
-            Stmt::Store { .. } => {}
+            Stmt::Attr { body, .. } => count_bindings(body, out),
+            Stmt::Store { .. } | Stmt::Alloc { .. } | Stmt::Barrier | Stmt::Atomic { .. } => {}
         }
     }
 }
@@ -89,7 +90,8 @@ fn bound(stmts: &[Stmt], out: &mut BTreeSet<String>) {
                 bound(init, out);
                 bound(body, out);
             }
-            Stmt::Store { .. } => {}
+            Stmt::Attr { body, .. } => bound(body, out),
+            Stmt::Store { .. } | Stmt::Alloc { .. } | Stmt::Barrier | Stmt::Atomic { .. } => {}
         }
     }
 }
@@ -136,6 +138,11 @@ fn stmts(v: Vec<Stmt>, unique: &BTreeSet<String>) -> Vec<Stmt> {
                 init: stmts(init, unique),
                 body: stmts(body, unique),
             }),
+            Stmt::Attr { key, value, body } => out.push(Stmt::Attr {
+                key,
+                value,
+                body: stmts(body, unique),
+            }),
             other => out.push(other),
         }
     }
@@ -156,7 +163,10 @@ fn hoist(var: &str, body: Vec<Stmt>, unique: &BTreeSet<String>) -> (Vec<Stmt>, V
             for s in stmts {
                 match s {
                     Stmt::Let { var: v, value }
-                        if prefix && unique.contains(&v) && !mentions_any(&value, local) =>
+                        if prefix
+                            && unique.contains(&v)
+                            && !mentions_any(&value, local)
+                            && !value.has_shuffle() =>
                     {
                         local.remove(&v);
                         hoisted.push(Stmt::Let { var: v, value });

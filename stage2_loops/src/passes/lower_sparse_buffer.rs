@@ -81,6 +81,37 @@ fn stmt(f: &Func, s: Stmt) -> Result<Stmt, LowerError> {
                 value: expr(f, value)?,
             }
         }
+        Stmt::Alloc {
+            buffer,
+            dtype,
+            extent,
+            scope,
+        } => Stmt::Alloc {
+            buffer,
+            dtype,
+            extent: expr(f, extent)?,
+            scope,
+        },
+        Stmt::Barrier => Stmt::Barrier,
+        Stmt::Atomic {
+            op,
+            buffer,
+            indices,
+            value,
+        } => {
+            let index = flat_index(f, &buffer, indices)?;
+            Stmt::Atomic {
+                op,
+                buffer,
+                indices: vec![index],
+                value: expr(f, value)?,
+            }
+        }
+        Stmt::Attr { key, value, body } => Stmt::Attr {
+            key,
+            value: expr(f, value)?,
+            body: stmts(f, body)?,
+        },
         Stmt::Block {
             name,
             iters,
@@ -144,11 +175,34 @@ fn expr(f: &Func, e: Expr) -> Result<Expr, LowerError> {
             hi: Box::new(expr(f, *hi)?),
             value: Box::new(expr(f, *value)?),
         },
+        Expr::Shuffle {
+            kind,
+            value,
+            lane,
+            width,
+        } => Expr::Shuffle {
+            kind,
+            value: Box::new(expr(f, *value)?),
+            lane: Box::new(expr(f, *lane)?),
+            width,
+        },
         Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) | Expr::Param(_) => e,
     })
 }
 
 fn flat_index(f: &Func, buffer: &str, indices: Vec<Expr>) -> Result<Expr, LowerError> {
+    // Scratch buffers are flat at every level.
+    if f.scratch_buffer(buffer).is_some() && f.buffer(buffer).is_none() {
+        return match <[Expr; 1]>::try_from(indices) {
+            Ok([i]) => expr(f, i),
+            Err(v) => Err(LowerError::Malformed {
+                what: format!(
+                    "scratch buffer `{buffer}` accessed with {} indices",
+                    v.len()
+                ),
+            }),
+        };
+    }
     let decl = f.buffer(buffer).ok_or_else(|| LowerError::Malformed {
         what: format!("buffer `{buffer}`"),
     })?;

@@ -53,5 +53,6 @@ pub fn materialize_index_buffers(p: &Program) -> Func {
         axes: p.axes.clone(),
         buffers,
         body: vec![],
+        scratch: vec![],
     }
 }

@@ -88,6 +88,34 @@ fn stmts(v: Vec<Stmt>) -> Vec<Stmt> {
                 init: stmts(init),
                 body: stmts(body),
             }),
+            Stmt::Alloc {
+                buffer,
+                dtype,
+                extent,
+                scope,
+            } => out.push(Stmt::Alloc {
+                buffer,
+                dtype,
+                extent: expr(extent),
+                scope,
+            }),
+            Stmt::Barrier => out.push(Stmt::Barrier),
+            Stmt::Atomic {
+                op,
+                buffer,
+                indices,
+                value,
+            } => out.push(Stmt::Atomic {
+                op,
+                buffer,
+                indices: indices.into_iter().map(expr).collect(),
+                value: expr(value),
+            }),
+            Stmt::Attr { key, value, body } => out.push(Stmt::Attr {
+                key,
+                value: expr(value),
+                body: stmts(body),
+            }),
         }
     }
     out
@@ -134,6 +162,17 @@ pub fn expr(e: Expr) -> Expr {
             lo: Box::new(expr(*lo)),
             hi: Box::new(expr(*hi)),
             value: Box::new(expr(*value)),
+        },
+        Expr::Shuffle {
+            kind,
+            value,
+            lane,
+            width,
+        } => Expr::Shuffle {
+            kind,
+            value: Box::new(expr(*value)),
+            lane: Box::new(expr(*lane)),
+            width,
         },
         Expr::Int(..)
         | Expr::Float(..)

@@ -52,6 +52,17 @@ fn map_expr(e: Expr, f: &dyn Fn(&Expr) -> Option<Expr>) -> Expr {
             hi: m(hi),
             value: m(value),
         },
+        Expr::Shuffle {
+            kind,
+            value,
+            lane,
+            width,
+        } => Expr::Shuffle {
+            kind,
+            value: m(value),
+            lane: m(lane),
+            width,
+        },
         other => other,
     }
 }
@@ -129,6 +140,34 @@ fn map_stmts(stmts: Vec<Stmt>, loops: &mut Vec<(String, Expr)>, f: Rewrite<'_>) 
                 name,
                 iters,
                 init: map_stmts(init, loops, f),
+                body: map_stmts(body, loops, f),
+            },
+            Stmt::Alloc {
+                buffer,
+                dtype,
+                extent,
+                scope,
+            } => Stmt::Alloc {
+                buffer,
+                dtype,
+                extent: ex(extent, loops),
+                scope,
+            },
+            Stmt::Barrier => Stmt::Barrier,
+            Stmt::Atomic {
+                op,
+                buffer,
+                indices,
+                value,
+            } => Stmt::Atomic {
+                op,
+                buffer,
+                indices: indices.into_iter().map(|i| ex(i, loops)).collect(),
+                value: ex(value, loops),
+            },
+            Stmt::Attr { key, value, body } => Stmt::Attr {
+                key,
+                value: ex(value, loops),
                 body: map_stmts(body, loops, f),
             },
         });

@@ -162,6 +162,13 @@ impl Translator<'_> {
                         body,
                     });
                 }
+                Stmt::Attr { key, value, body } => out.push(Stmt::Attr {
+                    key,
+                    value,
+                    body: self.stmts(body, scope)?,
+                }),
+                // Scheduling constructs come after this pass; nothing to translate.
+                s @ (Stmt::Alloc { .. } | Stmt::Barrier | Stmt::Atomic { .. }) => out.push(s),
             }
         }
         Ok(out)
@@ -250,7 +257,12 @@ impl Translator<'_> {
                 hi: Box::new(self.expr(*hi, scope, pre)?),
                 value: Box::new(self.expr(*value, scope, pre)?),
             },
-            Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Var(_) | Expr::Param(_) => e,
+            Expr::Int(..)
+            | Expr::Float(..)
+            | Expr::Bool(_)
+            | Expr::Var(_)
+            | Expr::Param(_)
+            | Expr::Shuffle { .. } => e,
         })
     }
 

@@ -10,6 +10,7 @@ use lacuna_target::{compile, CodegenOptions};
 /// A flat function without axes.
 pub fn func(name: &str, params: &[&str], buffers: Vec<BufferDecl>, body: Vec<Stmt>) -> Func {
     Func {
+        scratch: vec![],
         name: name.into(),
         params: params.iter().map(|s| s.to_string()).collect(),
         axes: vec![],

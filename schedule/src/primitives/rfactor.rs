@@ -1,0 +1,262 @@
+//! `rfactor` (TVM's): factor a reduction loop into a partial-result buffer, one element per
+//! iteration of the loop, plus a final reduction loop over those partial results.
+//!
+//! ```text
+//! init: b[idx] = v0                       alloc local b_rf: T[W]
+//! for l in s..s+W {                       for l in s..s+W {
+//!   ... b[idx] = b[idx] + e ...     ==>     b_rf[l - s] = 0
+//! }                                         ... b_rf[l - s] = b_rf[l - s] + e ...
+//!                                         }
+//!                                         b[idx] = v0            (the init, moved here)
+//!                                         for l.rf in s..s+W { b[idx] = b[idx] + b_rf[l.rf - s] }
+//! ```
+//!
+//! The loop must have a constant extent `W` (split it by a constant first), and every store in
+//! it must be a sum into one element `b[idx]` that does not vary in the loop. The init store
+//! of `b[idx]` directly before the loop (a plain store or an init block), if any, is moved in
+//! front of the final reduction, so that `bind(l.rf, threadIdx.x)` can make the final
+//! reduction a warp reduction that owns the whole update of `b[idx]` (see `loop_kind::bind`).
+//! The partial results live in `local` scope: under GPU semantics each thread has its own.
+
+use crate::error::Condition;
+use crate::loops::{accesses, bound_vars, edit_list, find, get, mentions};
+use lacuna_ir::DType;
+use lacuna_stage1::BinOp;
+use lacuna_stage2::{Expr, Func, MemScope, ScratchDecl, Stmt};
+use std::collections::BTreeSet;
+
+/// The element every store of `stmts` sums into: `(b, idx, e)` for `b[idx] = b[idx] + e`
+/// with `e` not reading `b`, all with one `(b, idx)`.
+fn reduction_target(stmts: &[Stmt]) -> Option<(String, Vec<Expr>)> {
+    let mut acc = Vec::new();
+    accesses(stmts, &mut acc);
+    let (b, idx) = acc
+        .iter()
+        .find(|a| a.2)
+        .map(|a| (a.0.clone(), a.1.clone()))?;
+    // Every access of `b` is at `idx`, and every store is a sum into it.
+    if acc.iter().any(|a| a.0 == b && a.1 != idx) || acc.iter().any(|a| a.2 && a.0 != b) {
+        return None;
+    }
+    fn stores_ok(stmts: &[Stmt], b: &str, idx: &[Expr]) -> bool {
+        stmts.iter().all(|s| match s {
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                buffer == b
+                    && indices == idx
+                    && matches!(value, Expr::Binary(BinOp::Add, l, _)
+                        if matches!(&**l, Expr::Load { buffer: lb, indices: li } if lb == b && li == idx))
+            }
+            Stmt::Atomic { .. } | Stmt::Barrier => false,
+            other => other.bodies().iter().all(|v| stores_ok(v, b, idx)),
+        })
+    }
+    stores_ok(stmts, &b, &idx).then_some((b, idx))
+}
+
+fn rewrite(stmts: Vec<Stmt>, b: &str, rf: &str, at: &Expr) -> Vec<Stmt> {
+    fn expr(e: Expr, b: &str, rf: &str, at: &Expr) -> Expr {
+        match e {
+            Expr::Load { buffer, .. } if buffer == b => Expr::Load {
+                buffer: rf.to_string(),
+                indices: vec![at.clone()],
+            },
+            Expr::Binary(op, x, y) => Expr::Binary(
+                op,
+                Box::new(expr(*x, b, rf, at)),
+                Box::new(expr(*y, b, rf, at)),
+            ),
+            other => other,
+        }
+    }
+    stmts
+        .into_iter()
+        .map(|s| match s {
+            Stmt::Store { buffer, value, .. } if buffer == b => Stmt::Store {
+                buffer: rf.to_string(),
+                indices: vec![at.clone()],
+                value: expr(value, b, rf, at),
+            },
+            Stmt::For {
+                var,
+                start,
+                end,
+                kind,
+                body,
+            } => Stmt::For {
+                var,
+                start,
+                end,
+                kind,
+                body: rewrite(body, b, rf, at),
+            },
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                cond,
+                then_body: rewrite(then_body, b, rf, at),
+                else_body: rewrite(else_body, b, rf, at),
+            },
+            Stmt::Block {
+                name,
+                iters,
+                init,
+                body,
+            } => Stmt::Block {
+                name,
+                iters,
+                init: rewrite(init, b, rf, at),
+                body: rewrite(body, b, rf, at),
+            },
+            Stmt::While { cond, body } => Stmt::While {
+                cond,
+                body: rewrite(body, b, rf, at),
+            },
+            Stmt::Attr { key, value, body } => Stmt::Attr {
+                key,
+                value,
+                body: rewrite(body, b, rf, at),
+            },
+            other => other,
+        })
+        .collect()
+}
+
+/// True when `s` only initializes `b[idx]` (a store of a value not reading `b`, or an init
+/// block holding just that).
+pub(crate) fn is_init_of(s: &Stmt, b: &str, idx: &[Expr]) -> bool {
+    match s {
+        Stmt::Store {
+            buffer, indices, ..
+        } => {
+            let mut acc = Vec::new();
+            accesses(std::slice::from_ref(s), &mut acc);
+            buffer == b && indices == idx && !acc.iter().any(|a| !a.2 && a.0 == b)
+        }
+        Stmt::Block { init, body, .. } => {
+            init.is_empty() && body.len() == 1 && is_init_of(&body[0], b, idx)
+        }
+        _ => false,
+    }
+}
+
+/// `rfactor(loop)` on a stage-II function (see the module documentation).
+pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
+    let index = find(&f.body, name)?;
+    let Some(Stmt::For {
+        var, start, end, ..
+    }) = get(&f.body, index).cloned()
+    else {
+        unreachable!("find returns loops")
+    };
+    let bad = |what: String| Condition::BadArgument { what };
+    let (s0, w) = match (&start, &end) {
+        (Expr::Int(s, _), Expr::Int(e, _)) if e > s => (*s, e - s),
+        _ => {
+            return Err(bad(format!(
+                "the loop's range {start}..{end} is not a non-empty constant range (split the loop by a constant factor first)"
+            )))
+        }
+    };
+    let body = match get(&f.body, index) {
+        Some(Stmt::For { body, .. }) => body.clone(),
+        _ => unreachable!("a loop"),
+    };
+    let (b, idx) = reduction_target(&body).ok_or_else(|| {
+        bad("the loop's stores are not all sums `b[idx] = b[idx] + e` into one element".into())
+    })?;
+    let mut inner = BTreeSet::from([var.clone()]);
+    bound_vars(&body, &mut inner);
+    if idx.iter().any(|e| inner.iter().any(|v| mentions(e, v))) {
+        return Err(bad(format!(
+            "the reduced element `{b}[...]` varies inside the loop: it is not a reduction over `{var}`"
+        )));
+    }
+    let dtype = f.elem_type(&b).unwrap_or(DType::F64);
+    let zero = match dtype {
+        DType::F32 | DType::F64 => Expr::Float(0.0, dtype),
+        DType::Bool => return Err(bad(format!("`{b}` holds booleans"))),
+        t => Expr::Int(0, t),
+    };
+    let mut rf = format!("{b}_rf");
+    let mut n = 1;
+    while f.buffer(&rf).is_some() || f.scratch_buffer(&rf).is_some() {
+        rf = format!("{b}_rf{n}");
+        n += 1;
+    }
+    let fin = format!("{var}.rf");
+    if find(&f.body, &fin).is_ok() {
+        return Err(bad(format!("a loop named `{fin}` exists already")));
+    }
+    let at = |v: &str| {
+        if s0 == 0 {
+            Expr::var(v)
+        } else {
+            Expr::sub(Expr::var(v), Expr::i64(s0))
+        }
+    };
+    let mut new_body = vec![Stmt::Store {
+        buffer: rf.clone(),
+        indices: vec![at(&var)],
+        value: zero,
+    }];
+    new_body.extend(rewrite(body, &b, &rf, &at(&var)));
+    let load_b = Expr::Load {
+        buffer: b.clone(),
+        indices: idx.clone(),
+    };
+    let final_loop = Stmt::For {
+        var: fin.clone(),
+        start: start.clone(),
+        end: end.clone(),
+        kind: lacuna_stage2::ForKind::Serial,
+        body: vec![Stmt::Store {
+            buffer: b.clone(),
+            indices: idx.clone(),
+            value: Expr::add(
+                load_b,
+                Expr::Load {
+                    buffer: rf.clone(),
+                    indices: vec![at(&fin)],
+                },
+            ),
+        }],
+    };
+    let alloc = Stmt::Alloc {
+        buffer: rf.clone(),
+        dtype,
+        extent: Expr::i64(w),
+        scope: MemScope::Local,
+    };
+    let mut new_body = Some(new_body);
+    let mut final_loop = Some(final_loop);
+    let mut alloc = Some(alloc);
+    edit_list(&mut f.body, index, &mut |list, i| {
+        let Stmt::For { body, .. } = &mut list[i] else {
+            unreachable!("a loop")
+        };
+        *body = new_body.take().unwrap_or_default();
+        let mut pos = i;
+        let init = (i > 0 && is_init_of(&list[i - 1], &b, &idx)).then(|| list.remove(i - 1));
+        if init.is_some() {
+            pos -= 1;
+        }
+        let mut after = Vec::new();
+        after.extend(init);
+        after.extend(final_loop.take());
+        list.splice(pos + 1..pos + 1, after);
+        list.insert(pos, alloc.take().expect("once"));
+        Ok(())
+    })?;
+    f.scratch.push(ScratchDecl {
+        name: rf,
+        dtype,
+        scope: MemScope::Local,
+    });
+    Ok(f)
+}
