@@ -431,6 +431,76 @@ impl Expr {
             Expr::Shuffle { value, lane, .. } => vec![value, lane],
         }
     }
+    /// The expression with each direct sub-expression replaced by `f(child)`, in evaluation
+    /// order; leaves are returned as they are. The building block of expression rewrites.
+    pub fn map_children(self, f: &mut dyn FnMut(Expr) -> Expr) -> Expr {
+        let mut b = |x: Box<Expr>| Box::new(f(*x));
+        match self {
+            leaf @ (Expr::Int(..)
+            | Expr::Float(..)
+            | Expr::Bool(_)
+            | Expr::Var(_)
+            | Expr::Param(_)
+            | Expr::Coord(_)) => leaf,
+            Expr::Load { buffer, indices } => Expr::Load {
+                buffer,
+                indices: indices.into_iter().map(|i| *b(Box::new(i))).collect(),
+            },
+            Expr::Unary(op, a) => Expr::Unary(op, b(a)),
+            Expr::Binary(op, a, c) => {
+                let a = b(a);
+                Expr::Binary(op, a, b(c))
+            }
+            Expr::Select(c, x, y) => {
+                let c = b(c);
+                let x = b(x);
+                Expr::Select(c, x, b(y))
+            }
+            Expr::Cast(t, a) => Expr::Cast(t, b(a)),
+            Expr::Search {
+                buffer,
+                lo,
+                hi,
+                value,
+            } => {
+                let (lo, hi) = (b(lo), b(hi));
+                Expr::Search {
+                    buffer,
+                    lo,
+                    hi,
+                    value: b(value),
+                }
+            }
+            Expr::Segment {
+                buffer,
+                lo,
+                hi,
+                value,
+            } => {
+                let (lo, hi) = (b(lo), b(hi));
+                Expr::Segment {
+                    buffer,
+                    lo,
+                    hi,
+                    value: b(value),
+                }
+            }
+            Expr::Shuffle {
+                kind,
+                value,
+                lane,
+                width,
+            } => {
+                let value = b(value);
+                Expr::Shuffle {
+                    kind,
+                    value,
+                    lane: b(lane),
+                    width,
+                }
+            }
+        }
+    }
     /// True when the expression contains a warp shuffle.
     pub fn has_shuffle(&self) -> bool {
         matches!(self, Expr::Shuffle { .. }) || self.children().into_iter().any(Expr::has_shuffle)
@@ -526,6 +596,72 @@ impl Stmt {
             | Stmt::Alloc { .. }
             | Stmt::Barrier
             | Stmt::Atomic { .. } => vec![],
+        }
+    }
+    /// The statement with each nested statement list (see [`Stmt::bodies`]) replaced by
+    /// `f(list)`; the first error stops the rewrite. The building block of statement rewrites
+    /// that recurse into every nested list.
+    pub fn try_map_bodies<E>(
+        self,
+        f: &mut dyn FnMut(Vec<Stmt>) -> Result<Vec<Stmt>, E>,
+    ) -> Result<Stmt, E> {
+        Ok(match self {
+            Stmt::For {
+                var,
+                start,
+                end,
+                kind,
+                body,
+            } => Stmt::For {
+                var,
+                start,
+                end,
+                kind,
+                body: f(body)?,
+            },
+            Stmt::While { cond, body } => Stmt::While {
+                cond,
+                body: f(body)?,
+            },
+            Stmt::Attr { key, value, body } => Stmt::Attr {
+                key,
+                value,
+                body: f(body)?,
+            },
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                cond,
+                then_body: f(then_body)?,
+                else_body: f(else_body)?,
+            },
+            Stmt::Block {
+                name,
+                iters,
+                init,
+                body,
+            } => Stmt::Block {
+                name,
+                iters,
+                init: f(init)?,
+                body: f(body)?,
+            },
+            leaf @ (Stmt::Let { .. }
+            | Stmt::Decl { .. }
+            | Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::Alloc { .. }
+            | Stmt::Barrier
+            | Stmt::Atomic { .. }) => leaf,
+        })
+    }
+    /// [`Stmt::try_map_bodies`] with a rewrite that cannot fail.
+    pub fn map_bodies(self, f: &mut dyn FnMut(Vec<Stmt>) -> Vec<Stmt>) -> Stmt {
+        match self.try_map_bodies(&mut |b| Ok::<_, std::convert::Infallible>(f(b))) {
+            Ok(s) => s,
+            Err(never) => match never {},
         }
     }
     /// The expressions of this statement itself (not of nested statements).

@@ -46,49 +46,7 @@ fn to_atomic(stmts: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
                         ))
                     }
                 },
-                Stmt::For {
-                    var,
-                    start,
-                    end,
-                    kind,
-                    body,
-                } => Stmt::For {
-                    var,
-                    start,
-                    end,
-                    kind,
-                    body: to_atomic(body)?,
-                },
-                Stmt::If {
-                    cond,
-                    then_body,
-                    else_body,
-                } => Stmt::If {
-                    cond,
-                    then_body: to_atomic(then_body)?,
-                    else_body: to_atomic(else_body)?,
-                },
-                Stmt::While { cond, body } => Stmt::While {
-                    cond,
-                    body: to_atomic(body)?,
-                },
-                Stmt::Block {
-                    name,
-                    iters,
-                    init,
-                    body,
-                } => Stmt::Block {
-                    name,
-                    iters,
-                    init: to_atomic(init)?,
-                    body: to_atomic(body)?,
-                },
-                Stmt::Attr { key, value, body } => Stmt::Attr {
-                    key,
-                    value,
-                    body: to_atomic(body)?,
-                },
-                other => other,
+                other => other.try_map_bodies(&mut to_atomic)?,
             })
         })
         .collect()
@@ -114,49 +72,7 @@ fn from_atomic(stmts: Vec<Stmt>) -> Vec<Stmt> {
                 buffer,
                 indices,
             },
-            Stmt::For {
-                var,
-                start,
-                end,
-                kind,
-                body,
-            } => Stmt::For {
-                var,
-                start,
-                end,
-                kind,
-                body: from_atomic(body),
-            },
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => Stmt::If {
-                cond,
-                then_body: from_atomic(then_body),
-                else_body: from_atomic(else_body),
-            },
-            Stmt::While { cond, body } => Stmt::While {
-                cond,
-                body: from_atomic(body),
-            },
-            Stmt::Block {
-                name,
-                iters,
-                init,
-                body,
-            } => Stmt::Block {
-                name,
-                iters,
-                init: from_atomic(init),
-                body: from_atomic(body),
-            },
-            Stmt::Attr { key, value, body } => Stmt::Attr {
-                key,
-                value,
-                body: from_atomic(body),
-            },
-            other => other,
+            other => other.map_bodies(&mut from_atomic),
         })
         .collect()
 }

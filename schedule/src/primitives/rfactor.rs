@@ -64,12 +64,7 @@ fn rewrite(stmts: Vec<Stmt>, b: &str, rf: &str, at: &Expr) -> Vec<Stmt> {
                 buffer: rf.to_string(),
                 indices: vec![at.clone()],
             },
-            Expr::Binary(op, x, y) => Expr::Binary(
-                op,
-                Box::new(expr(*x, b, rf, at)),
-                Box::new(expr(*y, b, rf, at)),
-            ),
-            other => other,
+            other => other.map_children(&mut |c| expr(c, b, rf, at)),
         }
     }
     stmts
@@ -80,49 +75,7 @@ fn rewrite(stmts: Vec<Stmt>, b: &str, rf: &str, at: &Expr) -> Vec<Stmt> {
                 indices: vec![at.clone()],
                 value: expr(value, b, rf, at),
             },
-            Stmt::For {
-                var,
-                start,
-                end,
-                kind,
-                body,
-            } => Stmt::For {
-                var,
-                start,
-                end,
-                kind,
-                body: rewrite(body, b, rf, at),
-            },
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => Stmt::If {
-                cond,
-                then_body: rewrite(then_body, b, rf, at),
-                else_body: rewrite(else_body, b, rf, at),
-            },
-            Stmt::Block {
-                name,
-                iters,
-                init,
-                body,
-            } => Stmt::Block {
-                name,
-                iters,
-                init: rewrite(init, b, rf, at),
-                body: rewrite(body, b, rf, at),
-            },
-            Stmt::While { cond, body } => Stmt::While {
-                cond,
-                body: rewrite(body, b, rf, at),
-            },
-            Stmt::Attr { key, value, body } => Stmt::Attr {
-                key,
-                value,
-                body: rewrite(body, b, rf, at),
-            },
-            other => other,
+            other => other.map_bodies(&mut |list| rewrite(list, b, rf, at)),
         })
         .collect()
 }

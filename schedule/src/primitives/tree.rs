@@ -273,55 +273,10 @@ pub fn rename_expr(e: Expr, map: &[(String, String)]) -> Expr {
 }
 
 fn rename_in(e: Expr, name: &dyn Fn(String) -> String) -> Expr {
-    {
-        let expr = rename_in;
-        let b = |x: Box<Expr>| Box::new(expr(*x, name));
-        match e {
-            Expr::Var(v) => Expr::Var(name(v)),
-            Expr::Coord(v) => Expr::Coord(name(v)),
-            Expr::Load { buffer, indices } => Expr::Load {
-                buffer,
-                indices: indices.into_iter().map(|i| expr(i, name)).collect(),
-            },
-            Expr::Unary(op, a) => Expr::Unary(op, b(a)),
-            Expr::Binary(op, a, c) => Expr::Binary(op, b(a), b(c)),
-            Expr::Select(c, x, y) => Expr::Select(b(c), b(x), b(y)),
-            Expr::Cast(t, a) => Expr::Cast(t, b(a)),
-            Expr::Search {
-                buffer,
-                lo,
-                hi,
-                value,
-            } => Expr::Search {
-                buffer,
-                lo: b(lo),
-                hi: b(hi),
-                value: b(value),
-            },
-            Expr::Segment {
-                buffer,
-                lo,
-                hi,
-                value,
-            } => Expr::Segment {
-                buffer,
-                lo: b(lo),
-                hi: b(hi),
-                value: b(value),
-            },
-            Expr::Shuffle {
-                kind,
-                value,
-                lane,
-                width,
-            } => Expr::Shuffle {
-                kind,
-                value: b(value),
-                lane: b(lane),
-                width,
-            },
-            other @ (Expr::Int(..) | Expr::Float(..) | Expr::Bool(_) | Expr::Param(_)) => other,
-        }
+    match e {
+        Expr::Var(v) => Expr::Var(name(v)),
+        Expr::Coord(v) => Expr::Coord(name(v)),
+        other => other.map_children(&mut |c| rename_in(c, name)),
     }
 }
 

@@ -17,53 +17,9 @@ use lacuna_stage1::{ClosedForm, Program};
 /// Rewrites `e` top-down: where `f` gives a replacement it is taken, else the children are
 /// rewritten.
 fn map_expr(e: Expr, f: &dyn Fn(&Expr) -> Option<Expr>) -> Expr {
-    if let Some(new) = f(&e) {
-        return new;
-    }
-    let m = |x: Box<Expr>| Box::new(map_expr(*x, f));
-    match e {
-        Expr::Load { buffer, indices } => Expr::Load {
-            buffer,
-            indices: indices.into_iter().map(|i| map_expr(i, f)).collect(),
-        },
-        Expr::Unary(op, a) => Expr::Unary(op, m(a)),
-        Expr::Binary(op, a, b) => Expr::Binary(op, m(a), m(b)),
-        Expr::Select(c, a, b) => Expr::Select(m(c), m(a), m(b)),
-        Expr::Cast(t, a) => Expr::Cast(t, m(a)),
-        Expr::Search {
-            buffer,
-            lo,
-            hi,
-            value,
-        } => Expr::Search {
-            buffer,
-            lo: m(lo),
-            hi: m(hi),
-            value: m(value),
-        },
-        Expr::Segment {
-            buffer,
-            lo,
-            hi,
-            value,
-        } => Expr::Segment {
-            buffer,
-            lo: m(lo),
-            hi: m(hi),
-            value: m(value),
-        },
-        Expr::Shuffle {
-            kind,
-            value,
-            lane,
-            width,
-        } => Expr::Shuffle {
-            kind,
-            value: m(value),
-            lane: m(lane),
-            width,
-        },
-        other => other,
+    match f(&e) {
+        Some(new) => new,
+        None => e.map_children(&mut |c| map_expr(c, f)),
     }
 }
 
