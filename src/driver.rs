@@ -740,11 +740,7 @@ pub fn run_coiteration(
     let t0 = Instant::now();
     let k = CoKernel::new(p)?;
     let compiled = match target {
-        Target::Jit => {
-            let opts = CodegenOptions::default();
-            let count = k.count.as_ref().map(|f| compile(f, &opts)).transpose()?;
-            Some((count, compile(&k.compute, &opts)?))
-        }
+        Target::Jit => Some(CompiledCoKernel::new(&k)?),
         _ => None,
     };
     let compile_seconds = t0.elapsed().as_secs_f64();
@@ -775,12 +771,35 @@ pub fn run_coiteration(
     })
 }
 
-/// One run of a co-iteration kernel bound in `b` (see [`CoKernel::bind`]): the compiled count
-/// and compute passes when given, the stage-II interpreter otherwise, or the point-by-point
-/// reference for [`Target::InterpStage1`]; returns the result.
+/// The JIT-compiled functions of a co-iteration kernel.
+pub struct CompiledCoKernel {
+    /// The count pass (sparse results).
+    pub count: Option<CompiledKernel>,
+    /// The compute pass.
+    pub compute: CompiledKernel,
+    /// The one-pass compute function, run instead of the two passes on one thread.
+    pub one_pass: Option<CompiledKernel>,
+}
+
+impl CompiledCoKernel {
+    /// Compiles every function of `k`.
+    pub fn new(k: &lacuna_stage2::coiter::CoKernel) -> Result<CompiledCoKernel, DriverError> {
+        let opts = CodegenOptions::default();
+        Ok(CompiledCoKernel {
+            count: k.count.as_ref().map(|f| compile(f, &opts)).transpose()?,
+            compute: compile(&k.compute, &opts)?,
+            one_pass: k.one_pass.as_ref().map(|f| compile(f, &opts)).transpose()?,
+        })
+    }
+}
+
+/// One run of a co-iteration kernel bound in `b` (see [`CoKernel::bind`]): the compiled
+/// functions when given (on one thread, the one-pass function where the kernel has one), the
+/// stage-II interpreter otherwise, or the point-by-point reference for
+/// [`Target::InterpStage1`]; returns the result.
 pub fn coiteration_once(
     k: &lacuna_stage2::coiter::CoKernel,
-    compiled: Option<&(Option<CompiledKernel>, CompiledKernel)>,
+    compiled: Option<&CompiledCoKernel>,
     target: Target,
     b: &mut Bindings,
     inputs: &BTreeMap<String, Input>,
@@ -788,8 +807,13 @@ pub fn coiteration_once(
     use lacuna_stage2::coiter::Pass;
     Ok(match (compiled, target) {
         (_, Target::InterpStage1) => k.reference(b, inputs)?,
-        (Some((count, compute)), _) => {
+        (Some(c), _) => {
             let threads = rayon::current_num_threads();
+            if let (1, Some(one)) = (threads, &c.one_pass) {
+                k.run_one_pass(b, &mut |_, b| one.run(b).map_err(|e| e.to_string()))?;
+                return Ok(k.output(b)?);
+            }
+            let (count, compute) = (&c.count, &c.compute);
             k.run(b, &mut |pass, _, b| {
                 let kernel = match pass {
                     Pass::Count => count.as_ref().ok_or("no count pass")?,

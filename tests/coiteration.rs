@@ -128,6 +128,7 @@ struct Compiled {
     k: CoKernel,
     count: Option<lacuna::target::CompiledKernel>,
     compute: lacuna::target::CompiledKernel,
+    one_pass: Option<lacuna::target::CompiledKernel>,
 }
 
 fn compiled(p: &Program) -> Compiled {
@@ -138,7 +139,16 @@ fn compiled(p: &Program) -> Compiled {
         .as_ref()
         .map(|f| lacuna::target::compile(f, &opts).expect("count compiles"));
     let compute = lacuna::target::compile(&k.compute, &opts).expect("compute compiles");
-    Compiled { k, count, compute }
+    let one_pass = k
+        .one_pass
+        .as_ref()
+        .map(|f| lacuna::target::compile(f, &opts).expect("one pass compiles"));
+    Compiled {
+        k,
+        count,
+        compute,
+        one_pass,
+    }
 }
 
 /// The result by the JIT, the stage-II interpreter and the reference interpreter.
@@ -162,11 +172,26 @@ fn run_all_compiled(
     })
     .expect("interpreter runs (bounds checked)");
     let reference = c.k.reference(&fresh, inputs).expect("reference runs");
-    let outs = [
-        c.k.output(&jit).expect("jit output"),
-        c.k.output(&interp).expect("interp output"),
+    let mut outs = vec![
+        c.k.output(&mut jit).expect("jit output"),
+        c.k.output(&mut interp).expect("interp output"),
         reference,
     ];
+    // The one-pass function, where the kernel has one, compiled and interpreted (bounds
+    // checked: its arrays are sized by the operands' stored entries).
+    if let Some(one) = &c.one_pass {
+        let mut jit = fresh.clone();
+        let ran =
+            c.k.run_one_pass(&mut jit, &mut |_, b| one.run(b).map_err(|e| e.to_string()));
+        assert!(ran.expect("one pass runs"));
+        outs.push(c.k.output(&mut jit).expect("one-pass output"));
+        let mut interp = fresh.clone();
+        c.k.run_one_pass(&mut interp, &mut |f, b| {
+            lacuna::stage2::interpret_func(f, b).map_err(|e| e.to_string())
+        })
+        .expect("one pass interpreted");
+        outs.push(c.k.output(&mut interp).expect("one-pass interp output"));
+    }
     // Every result comes back in the storage of the declared encoding.
     let declared = c.k.assignment.output().encoding.as_ref();
     for o in &outs {
@@ -433,13 +458,7 @@ fn parallel_workspace_rows_are_bit_identical_to_serial() {
         let p = kernel("spgemm", &[("C", fc)], None);
         let k = CoKernel::new(&p).expect("compiles");
         assert!(k.plan.parallel_rows, "spgemm rows run in chunks");
-        let opts = lacuna::target::CodegenOptions::default();
-        let count = k
-            .count
-            .as_ref()
-            .map(|f| lacuna::target::compile(f, &opts).expect("count"));
-        let compute = lacuna::target::compile(&k.compute, &opts).expect("compute");
-        let compiled = (count, compute);
+        let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
         for (pa, pb) in &operands {
             let inputs = BTreeMap::from([
                 (
@@ -891,7 +910,7 @@ fn mlir_is_equal_on_sparse_vectors() {
     })
     .expect("runs");
     for out in [
-        k.k.output(&jit).expect("output"),
+        k.k.output(&mut jit).expect("output"),
         k.k.reference(&fresh, &inputs).expect("reference"),
     ] {
         let c = out.to_coo().expect("sparse");
@@ -1230,4 +1249,26 @@ fn cli_threads_give_identical_results() {
             }
         }
     }
+}
+
+/// Which kernels get a one-pass function: a CSR result of two variables whose entries each sit
+/// at a stored operand entry (sums, products), not one with more variables (SpGEMM's `k`) or
+/// a row stored sparsely (DCSR operands).
+#[test]
+fn one_pass_plans() {
+    let has = |p: &Program| CoKernel::new(p).expect("compiles").one_pass.is_some();
+    assert!(has(&kernel("spadd", &[], None)));
+    assert!(has(&kernel("spmul", &[], None)));
+    assert!(has(&kernel("spadd", &[("A", "csc"), ("B", "csc")], None)));
+    assert!(!has(&kernel("spgemm", &[], None)));
+    assert!(!has(&kernel(
+        "spadd",
+        &[("A", "dcsr"), ("B", "dcsr")],
+        None
+    )));
+    // The one-pass function writes positions row by row: its row loop is serial.
+    let k = CoKernel::new(&kernel("spadd", &[], None)).expect("compiles");
+    let text = lacuna::stage2::print_func(k.one_pass.as_ref().expect("one pass"));
+    assert!(!text.contains("parallel for"), "{text}");
+    assert!(text.contains("C.pos[i + 1] = out.q"), "{text}");
 }

@@ -73,6 +73,16 @@ impl ArrayData {
             ArrayData::I64(v) => v.len(),
         }
     }
+    /// Keeps the first `n` elements (no effect when there are at most `n`).
+    pub fn truncate(&mut self, n: usize) {
+        match self {
+            ArrayData::F32(v) => v.truncate(n),
+            ArrayData::F64(v) => v.truncate(n),
+            ArrayData::I8(v) => v.truncate(n),
+            ArrayData::I32(v) => v.truncate(n),
+            ArrayData::I64(v) => v.truncate(n),
+        }
+    }
     /// True when the array has no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

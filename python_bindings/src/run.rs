@@ -19,7 +19,7 @@ use lacuna_stage1::{
     Bindings, BindingsView, Input, InputView, Output, Program, Role, ViewForm,
 };
 use lacuna_stage2::coiter::CoKernel;
-use lacuna_target::{compile, CodegenOptions, CompiledKernel, RawArray, RawBindings};
+use lacuna_target::{CompiledKernel, RawArray, RawBindings};
 use numpy::{
     PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArray,
     PyUntypedArrayMethods,
@@ -37,7 +37,7 @@ enum Inner {
     Coiter {
         kernel: Box<CoKernel>,
         /// Count (if any) and compute passes, for the JIT.
-        compiled: Option<Box<(Option<CompiledKernel>, CompiledKernel)>>,
+        compiled: Option<Box<lacuna::driver::CompiledCoKernel>>,
     },
 }
 
@@ -85,11 +85,7 @@ pub fn build(
                     }
                     let k = CoKernel::new(&p)?;
                     let compiled = match target {
-                        Target::Jit => {
-                            let opts = CodegenOptions::default();
-                            let count = k.count.as_ref().map(|f| compile(f, &opts)).transpose()?;
-                            Some(Box::new((count, compile(&k.compute, &opts)?)))
-                        }
+                        Target::Jit => Some(Box::new(lacuna::driver::CompiledCoKernel::new(&k)?)),
                         _ => None,
                     };
                     return Ok(PyExecutable {

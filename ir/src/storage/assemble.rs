@@ -52,7 +52,7 @@ impl SparseTensor {
                 Field::Values => unreachable!("storage_fields lists no values"),
             };
             let buf = buf
-                .to_width(width)
+                .into_width(width)
                 .map_err(|e| StorageError::WidthOverflow {
                     field,
                     index: e.index,
@@ -187,7 +187,13 @@ impl SparseTensor {
             }
             let lvl = Lvl::from_index(l);
             let size = self.lvl_shape[l];
-            let crd = |q: usize| self.coordinate(lvl, q).unwrap_or(u64::MAX);
+            // The level's buffer looked up once (not per coordinate: this loop runs over
+            // every stored entry, e.g. of each result a co-iteration kernel assembles).
+            let buffer = self.crd_buffer(l);
+            let crd = |q: usize| match buffer {
+                Some((buf, stride, offset)) => buf.get(q * stride + offset).unwrap_or(u64::MAX),
+                None => u64::MAX,
+            };
             let compare = |q: usize| -> Result<(), StorageError> {
                 let (a, b) = (crd(q - 1), crd(q));
                 if lt.is_ordered() && b < a {
@@ -210,6 +216,40 @@ impl SparseTensor {
                         compare(q)?;
                     }
                 }
+            } else if let Some((buf, 1, 0)) = buffer {
+                // One buffer of this level's own: scanned as a typed slice.
+                let segments = (0..parents_at[l]).map(|p| self.segment(l, p));
+                let (ordered, unique) = (lt.is_ordered(), lt.is_unique());
+                let found = match buf {
+                    IndexArray::U8(c) => first_disorder(c, segments, ordered, unique),
+                    IndexArray::U16(c) => first_disorder(c, segments, ordered, unique),
+                    IndexArray::U32(c) => first_disorder(c, segments, ordered, unique),
+                    IndexArray::U64(c) => first_disorder(c, segments, ordered, unique),
+                };
+                match found {
+                    Some((position, true)) => {
+                        return Err(StorageError::Duplicate { lvl, position })
+                    }
+                    Some((position, false)) => {
+                        return Err(StorageError::Unsorted { lvl, position })
+                    }
+                    None => {}
+                }
+                let found = match buf {
+                    IndexArray::U8(c) => first_at_least(c, size as u64),
+                    IndexArray::U16(c) => first_at_least(c, size as u64),
+                    IndexArray::U32(c) => first_at_least(c, size as u64),
+                    IndexArray::U64(c) => first_at_least(c, size as u64),
+                };
+                if let Some((position, coordinate)) = found {
+                    return Err(StorageError::CoordinateOutOfBounds {
+                        lvl,
+                        position,
+                        coordinate,
+                        size,
+                    });
+                }
+                continue;
             } else {
                 for p in 0..parents_at[l] {
                     let (lo, hi) = self.segment(l, p);
@@ -245,6 +285,39 @@ impl SparseTensor {
         }
         ids
     }
+}
+
+/// The first position of a segment whose coordinate is below its predecessor's (`ordered`)
+/// or equal to it (`unique`), with `true` for an equal one. Segments are clamped to `crd`.
+fn first_disorder<T: Copy + Into<u64>>(
+    crd: &[T],
+    segments: impl Iterator<Item = (usize, usize)>,
+    ordered: bool,
+    unique: bool,
+) -> Option<(usize, bool)> {
+    for (lo, hi) in segments {
+        let Some(seg) = crd.get(lo..hi.min(crd.len())) else {
+            continue;
+        };
+        for (i, w) in seg.windows(2).enumerate() {
+            let (a, b): (u64, u64) = (w[0].into(), w[1].into());
+            if ordered && b < a {
+                return Some((lo + i + 1, false));
+            }
+            if unique && a == b {
+                return Some((lo + i + 1, true));
+            }
+        }
+    }
+    None
+}
+
+/// The first coordinate `>= size`, with its position.
+fn first_at_least<T: Copy + Into<u64>>(crd: &[T], size: u64) -> Option<(usize, u64)> {
+    crd.iter()
+        .map(|&c| c.into())
+        .enumerate()
+        .find(|&(_, c)| c >= size)
 }
 
 /// Positions non-decreasing and starting at 0 (`step` 1), or `lo <= hi` per pair (`step` 2).

@@ -56,6 +56,14 @@ impl IndexArray {
         }
         IndexArray::from_u64s(width, &self.to_u64_vec())
     }
+    /// This array converted to `width` (moved, not copied, when it has that width already),
+    /// or the first value that does not fit.
+    pub fn into_width(self, width: IndexWidth) -> Result<IndexArray, DoesNotFit> {
+        if self.bits() == width.max_value().count_ones() {
+            return Ok(self);
+        }
+        IndexArray::from_u64s(width, &self.to_u64_vec())
+    }
     /// Number of entries.
     pub fn len(&self) -> usize {
         match self {

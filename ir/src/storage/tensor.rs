@@ -280,7 +280,7 @@ impl SparseTensor {
             .map_or(0, |(b, stride, _)| b.len() / stride)
     }
     /// The buffer holding level `l`'s coordinates, with stride and offset.
-    fn crd_buffer(&self, l: usize) -> Option<(&IndexArray, usize, usize)> {
+    pub(crate) fn crd_buffer(&self, l: usize) -> Option<(&IndexArray, usize, usize)> {
         match self.encoding.aos_coo_start().map(Lvl::index) {
             Some(s) if l >= s => {
                 let buf = self.levels.get(s)?.coordinates.as_ref()?;

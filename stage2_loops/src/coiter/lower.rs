@@ -67,6 +67,11 @@ pub struct Plan {
     /// passes loop over rows `[row_lo, row_hi)` given as parameters (see [`row_range_params`]),
     /// so rows can run in parallel chunks, each chunk with its own workspace.
     pub parallel_rows: bool,
+    /// A direct result over `(row, col)` whose entries are each at a stored entry of an
+    /// operand (no lattice point of the column covers the whole range): it can be computed in
+    /// one serial pass into arrays sized by the operands' stored entries (see
+    /// [`generate_one_pass`]), skipping the count pass.
+    pub one_pass: bool,
 }
 
 /// The parameters bounding the row loop of a [`Plan::parallel_rows`] kernel whose result is
@@ -103,6 +108,10 @@ struct Gen<'a> {
     in_ws: bool,
     /// What the innermost body does with a value.
     sink: Sink,
+    /// Generating the one-pass compute function ([`generate_one_pass`]).
+    one_pass: bool,
+    /// Whether the one-pass row loop was generated (it writes the result's positions).
+    wrote_pos: bool,
 }
 
 /// What the innermost body does with a computed value.
@@ -377,6 +386,16 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
         && row_vars.len() == 1
         && order.first() == row_vars.first()
         && !operands.iter().any(|&t| sparse_at(a, &levels, t, order[0]));
+    let one_pass = mode == OutMode::Direct
+        && n == 2
+        && row_vars.len() == 1
+        && order.first() == row_vars.first()
+        && !operands.iter().any(|&t| sparse_at(a, &levels, t, order[0]))
+        && last_var.is_some_and(|last| {
+            let sparse = |t: usize| t != a.out && sparse_at(a, &levels, t, last);
+            let l = build(&a.rhs, &sparse);
+            !l.points.iter().any(|p| p.universe && p.expr.is_some())
+        });
     Ok(Plan {
         order,
         encodings,
@@ -387,6 +406,7 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
         row_vars,
         last_var,
         parallel_rows,
+        one_pass,
     })
 }
 
@@ -463,6 +483,29 @@ fn transpose_encoding(
 
 /// Generates the function of one pass.
 pub fn generate(a: &Assignment, plan: &Plan, pass: Pass) -> Result<Func, CoiterError> {
+    Ok(generate_with(a, plan, pass, false)?.0)
+}
+
+/// For a [`Plan::one_pass`] kernel, the compute function that also writes the result's
+/// positions: its row loop runs serially, appending every row's entries after the previous
+/// row's and storing `C.pos[i + 1]` at the end of row `i`. The caller sizes `C.crd` and
+/// `C.vals` by the operands' stored entries and zeroes `C.pos`. `None` when the plan does not
+/// allow it.
+pub fn generate_one_pass(a: &Assignment, plan: &Plan) -> Result<Option<Func>, CoiterError> {
+    if !plan.one_pass {
+        return Ok(None);
+    }
+    let (mut f, wrote_pos) = generate_with(a, plan, Pass::Compute, true)?;
+    f.name = format!("{}_one_pass", a.name);
+    Ok(wrote_pos.then_some(f))
+}
+
+fn generate_with(
+    a: &Assignment,
+    plan: &Plan,
+    pass: Pass,
+    one_pass: bool,
+) -> Result<(Func, bool), CoiterError> {
     let mut g = Gen {
         a,
         plan,
@@ -481,7 +524,10 @@ pub fn generate(a: &Assignment, plan: &Plan, pass: Pass) -> Result<Func, CoiterE
         fresh: 0,
         in_ws: false,
         sink: Sink::Emit,
+        one_pass: false,
+        wrote_pos: false,
     };
+    g.one_pass = one_pass;
     let mut body = Vec::new();
     let sparse_out = plan.mode != OutMode::Dense;
     if sparse_out && pass == Pass::Compute {
@@ -497,14 +543,15 @@ pub fn generate(a: &Assignment, plan: &Plan, pass: Pass) -> Result<Func, CoiterE
         let (lo, hi) = row_range_params(&a.output().name);
         params.extend([lo, hi]);
     }
-    Ok(crate::passes::simplify::simplify(Func {
+    let f = crate::passes::simplify::simplify(Func {
         name,
         params,
         axes: vec![],
         buffers: buffers(a, plan, pass),
         body,
         scratch: vec![],
-    }))
+    });
+    Ok((f, g.wrote_pos))
 }
 
 fn decl_buf(name: String, dtype: DType, role: Role) -> BufferDecl {
@@ -758,11 +805,23 @@ impl Gen<'_> {
                     OutMode::Workspace { .. } => false,
                 };
             let mut body = Vec::new();
-            if parallel && self.plan.mode == OutMode::Direct && self.pass == Pass::Compute {
-                let pos = format!("{}.pos", self.a.output().name);
+            let rows_append =
+                parallel && self.plan.mode == OutMode::Direct && self.pass == Pass::Compute;
+            let pos = format!("{}.pos", self.a.output().name);
+            if rows_append && !self.one_pass {
                 body.push(decl("out.q", load(&pos, i64v(&var))));
             }
             body.extend(self.case(depth, v, top, levels, &[], reduce_below)?);
+            let parallel = parallel && !self.one_pass;
+            if rows_append && self.one_pass {
+                // One pass: row `i` ends where row `i + 1` starts.
+                body.push(store(
+                    &pos,
+                    Expr::add(i64v(&var), Expr::i64(1)),
+                    i64v("out.q"),
+                ));
+                self.wrote_pos = true;
+            }
             // Workspace rows in chunks: the caller gives the range (and a workspace per chunk).
             let (start, end) = if depth == 0 && self.plan.parallel_rows {
                 let (lo, hi) = row_range_params(&self.a.output().name);

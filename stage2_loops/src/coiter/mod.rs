@@ -75,6 +75,9 @@ pub struct CoKernel {
     pub count: Option<Func>,
     /// The compute pass.
     pub compute: Func,
+    /// The compute pass writing the result's positions too, run alone on one thread
+    /// ([`lower::generate_one_pass`], [`CoKernel::run_one_pass`]).
+    pub one_pass: Option<Func>,
 }
 
 const REFERENCE_LIMIT: u128 = 200_000_000;
@@ -88,11 +91,13 @@ impl CoKernel {
             .then(|| lower::generate(&assignment, &plan, Pass::Count))
             .transpose()?;
         let compute = lower::generate(&assignment, &plan, Pass::Compute)?;
+        let one_pass = lower::generate_one_pass(&assignment, &plan)?;
         Ok(CoKernel {
             assignment,
             plan,
             count,
             compute,
+            one_pass,
         })
     }
 
@@ -336,9 +341,75 @@ impl CoKernel {
         exec(Pass::Compute, &self.compute, b).map_err(|e| run_err(&self.compute, e))
     }
 
-    /// The result, read from bindings after [`CoKernel::run`]: a dense array, or the storage
-    /// of the result's declared encoding (validated by the storage module's checks).
-    pub fn output(&self, b: &Bindings) -> Result<Output, CoiterError> {
+    /// Runs [`CoKernel::one_pass`] (when there is one; `Ok(false)` otherwise) through `exec`:
+    /// the result's positions zeroed, its coordinates and values sized by the stored entries
+    /// of the operands it can hold entries of ([`Plan::one_pass`]); [`CoKernel::output`]
+    /// trims them to the entries written.
+    pub fn run_one_pass(
+        &self,
+        b: &mut Bindings,
+        exec: &mut dyn FnMut(&Func, &mut Bindings) -> Result<(), String>,
+    ) -> Result<bool, CoiterError> {
+        let Some(f) = &self.one_pass else {
+            return Ok(false);
+        };
+        let a = &self.assignment;
+        let out = a.output();
+        let last = self.plan.last_var.expect("a one-pass result is sparse");
+        let mut bound = 0usize;
+        for (t, tensor) in a.tensors.iter().enumerate() {
+            if t != a.out && lower::sparse_at(a, &self.plan.levels, t, last) {
+                let vals = b
+                    .buffers
+                    .get(&lower::vals_name(&tensor.name))
+                    .ok_or_else(|| CoiterError::Run {
+                        pass: f.name.clone(),
+                        what: format!("`{}` not bound", tensor.name),
+                    })?;
+                bound = bound.saturating_add(vals.len());
+            }
+        }
+        let rows = self.rows(&b.params)?;
+        b.buffers.insert(
+            format!("{}.pos", out.name),
+            ArrayData::zeros(DType::I64, rows + 1),
+        );
+        b.buffers.insert(
+            format!("{}.crd", out.name),
+            ArrayData::zeros(DType::I64, bound),
+        );
+        b.buffers.insert(
+            lower::vals_name(&out.name),
+            ArrayData::zeros(out.dtype, bound),
+        );
+        exec(f, b).map_err(|what| CoiterError::Run {
+            pass: f.name.clone(),
+            what,
+        })?;
+        // Trimmed to the entries written, as a count pass would have sized them.
+        let nnz = b
+            .buffers
+            .get(&format!("{}.pos", out.name))
+            .and_then(|pos| pos.get(rows))
+            .map(|x| x.as_i64())
+            .and_then(|x| usize::try_from(x).ok())
+            .filter(|&x| x <= bound)
+            .ok_or_else(|| CoiterError::Run {
+                pass: f.name.clone(),
+                what: format!("`{}.pos` ends outside the {bound} slots sized", out.name),
+            })?;
+        for name in [format!("{}.crd", out.name), lower::vals_name(&out.name)] {
+            if let Some(a) = b.buffers.get_mut(&name) {
+                a.truncate(nnz);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The result, taken from bindings after [`CoKernel::run`] (its arrays are moved out, not
+    /// copied): a dense array, or the storage of the result's declared encoding (validated by
+    /// the storage module's checks).
+    pub fn output(&self, b: &mut Bindings) -> Result<Output, CoiterError> {
         if self.plan.mode == OutMode::Dense {
             return self.output_entries(b);
         }
@@ -356,38 +427,33 @@ impl CoKernel {
         if self.rows_are_levels() {
             // Dense levels over the row variables, then one compressed level: the passes'
             // positions and coordinates are that storage as they are.
-            let get = |n: String| {
-                b.buffers.get(&n).ok_or_else(|| CoiterError::Run {
+            let mut take = |n: String| {
+                b.buffers.remove(&n).ok_or_else(|| CoiterError::Run {
                     pass: self.compute.name.clone(),
                     what: format!("result array `{n}` missing"),
                 })
             };
-            let index = |a: &ArrayData| -> Vec<u64> {
-                a.to_i64_vec().into_iter().map(|x| x as u64).collect()
-            };
-            let pos = index(get(format!("{}.pos", out.name))?);
-            let crd = index(get(format!("{}.crd", out.name))?);
-            let values = get(lower::vals_name(&out.name))?.clone();
-            let nnz = pos.last().copied().unwrap_or(0) as usize;
-            let (crd, values) = if crd.len() > nnz {
-                // Never longer than the count; trimmed defensively for the checks below.
-                let keep: Vec<Scalar> = (0..nnz).filter_map(|e| values.get(e)).collect();
-                let mut v = ArrayData::zeros(values.dtype(), nnz);
-                for (e, x) in keep.into_iter().enumerate() {
-                    v.set(e, x);
+            // The passes write 64-bit indices, never negative; reinterpreted in place.
+            let index = |a: ArrayData| -> Vec<u64> {
+                match a {
+                    ArrayData::I64(v) => v.into_iter().map(|x| x as u64).collect(),
+                    other => other.to_i64_vec().into_iter().map(|x| x as u64).collect(),
                 }
-                (crd[..nnz].to_vec(), v)
-            } else {
-                (crd, values)
             };
+            let pos = index(take(format!("{}.pos", out.name))?);
+            let mut crd = index(take(format!("{}.crd", out.name))?);
+            let mut values = take(lower::vals_name(&out.name))?;
+            let nnz = pos.last().copied().unwrap_or(0) as usize;
+            if crd.len() > nnz {
+                // Never longer than the count; trimmed defensively for the checks below.
+                crd.truncate(nnz);
+                values.truncate(nnz);
+            }
             use lacuna_ir::storage::{IndexArray, Validation};
-            let wide = |v: &[u64]| {
-                IndexArray::from_u64s(lacuna_ir::encoding::IndexWidth::W64, v).expect("64-bit")
-            };
             let t = SparseTensor::assemble(
                 enc,
                 &shape,
-                vec![wide(&pos), wide(&crd)],
+                vec![IndexArray::U64(pos), IndexArray::U64(crd)],
                 values,
                 Validation::Checked,
             )
