@@ -1,0 +1,330 @@
+//! Attached axes (SparseTIR's `attach`) and the kernels that use them: hyper-GNN in one
+//! iteration through `attach(I_T, J)`, checked on every target (stage-I and stage-II
+//! interpreters, the JIT, the scheduled kernel) against a dense Rust reference and against the
+//! two-iteration `hypergnn` kernel; and the typed errors of malformed attached axes.
+
+mod common;
+
+use common::*;
+use lacuna::driver::{parse_kernel_with_formats, reset_outputs, DriverError, Executable, Target};
+use lacuna::schedule::ScheduleFile;
+use lacuna::stage1::{bind, print_program, unpack, Input, Output, Program, VerifyError};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(24),
+        ..ProptestConfig::default()
+    }
+}
+
+fn schedule_file(name: &str) -> ScheduleFile {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/schedules")
+        .join(format!("{name}.ron"));
+    lacuna::driver::load_schedule(&path).expect("example schedules load")
+}
+
+/// Runs `p` scheduled by the example schedule `schedule` on the stage-II interpreter and the JIT.
+fn run_scheduled(
+    p: &Program,
+    schedule: &str,
+    inputs: &BTreeMap<String, Input>,
+    output: &str,
+) -> Vec<(String, Output)> {
+    let file = schedule_file(schedule);
+    let mut out = Vec::new();
+    for target in [Target::Interp, Target::Jit] {
+        let (scheduled, exe) =
+            Executable::build_with(p, Some(&file), target).expect("the schedule applies");
+        let mut b = bind(&scheduled, inputs, &BTreeMap::new()).expect("binds");
+        reset_outputs(&scheduled, &mut b);
+        exe.run(&scheduled, &mut b).expect("runs");
+        out.push((
+            format!("{schedule} {}", target.name()),
+            unpack(&scheduled, &b, output).expect("unpacks"),
+        ));
+    }
+    out
+}
+
+/// A random sparse pattern `m × n` with values: rows as sorted (column, value) lists. `seed`
+/// picks the pattern; about a third of the rows are left empty, and `density` (0..=4, in
+/// quarters) sets how full the others are.
+fn pattern(m: usize, n: usize, density: u8, seed: u64) -> Vec<Vec<(usize, f64)>> {
+    let vals = values(m * n + 1, seed);
+    let keep = values(m * n + m + 1, seed ^ 0x9e37_79b9);
+    (0..m)
+        .map(|i| {
+            if keep[m * n + i] < -0.7 {
+                return Vec::new();
+            }
+            (0..n)
+                .filter(|&j| keep[i * n + j] + 2.0 < f64::from(density))
+                .map(|j| (j, vals[i * n + j]))
+                .collect()
+        })
+        .collect()
+}
+
+/// `Y = H · HT · X` with plain loops over dense arrays.
+fn reference(
+    nv: usize,
+    ne: usize,
+    h: &[Vec<(usize, f64)>],
+    ht: &[Vec<(usize, f64)>],
+    x: &[f64],
+    feat: usize,
+) -> Vec<f64> {
+    let h = to_dense(nv, ne, h);
+    let ht = to_dense(ne, nv, ht);
+    let mut y = vec![0.0; nv * feat];
+    for i in 0..nv {
+        for j in 0..ne {
+            for i2 in 0..nv {
+                for f in 0..feat {
+                    y[i * feat + f] += h[i * ne + j] * ht[j * nv + i2] * x[i2 * feat + f];
+                }
+            }
+        }
+    }
+    y
+}
+
+/// Checks hypergnn_attach (all targets, scheduled) and hypergnn on one input.
+fn check_hypergnn(
+    nv: usize,
+    ne: usize,
+    h: &[Vec<(usize, f64)>],
+    ht: &[Vec<(usize, f64)>],
+    feat: usize,
+    seed: u64,
+) {
+    let x = values(nv * feat, seed);
+    let want = reference(nv, ne, h, ht, &x, feat);
+    let inputs = BTreeMap::from([
+        ("H".to_string(), Input::Coo(to_coo(nv, ne, h))),
+        ("HT".to_string(), Input::Coo(to_coo(ne, nv, ht))),
+        ("X".to_string(), dense(&[nv, feat], x)),
+    ]);
+    let attach = kernel("hypergnn_attach");
+    let shape = [nv, feat];
+    let mut got = Vec::new();
+    for (target, outs) in run_all(&attach, &inputs) {
+        assert_dense(target, &outs["Y"], &shape, &want);
+        got.push((target.to_string(), outs["Y"].clone()));
+    }
+    for (target, out) in run_scheduled(&attach, "hypergnn_attach_parallel", &inputs, "Y") {
+        assert_dense(&target, &out, &shape, &want);
+        got.push((target, out));
+    }
+    // The two-iteration kernel through the intermediate Z computes the same.
+    let two = kernel("hypergnn");
+    for (target, outs) in run_all(&two, &inputs) {
+        assert_dense(&format!("hypergnn {target}"), &outs["Y"], &shape, &want);
+        let Output::Dense(d) = &outs["Y"] else {
+            unreachable!("checked dense above")
+        };
+        for (t, o) in &got {
+            let Output::Dense(e) = o else { unreachable!() };
+            for (a, b) in d.data.to_f64_vec().iter().zip(e.data.to_f64_vec()) {
+                assert!(
+                    close(*a, b),
+                    "hypergnn {target} vs hypergnn_attach {t}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Random incidence matrices with empty vertices and empty hyperedges; HT is an independent
+    /// pattern (not H's transpose), so a fiber chosen by position instead of coordinate shows.
+    #[test]
+    fn hypergnn_attach_matches_reference(nv in 0usize..9, ne in 0usize..9, dh in 0u8..5, dt in 0u8..5, feat in 1usize..7, seed in any::<u64>()) {
+        let h = pattern(nv, ne, dh, seed);
+        let ht = pattern(ne, nv, dt, seed ^ 0x5555);
+        check_hypergnn(nv, ne, &h, &ht, feat, seed);
+    }
+
+    /// H and its transpose (the hypergraph Laplacian's A·Aᵀ).
+    #[test]
+    fn hypergnn_attach_transpose(nv in 0usize..9, ne in 0usize..9, dh in 0u8..5, feat in 1usize..6, seed in any::<u64>()) {
+        let h = pattern(nv, ne, dh, seed);
+        let mut ht: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ne];
+        for (v, r) in h.iter().enumerate() {
+            for &(e, w) in r {
+                ht[e].push((v, w));
+            }
+        }
+        check_hypergnn(nv, ne, &h, &ht, feat, seed);
+    }
+}
+
+/// No incidences at all (nnz = 0), with vertices and hyperedges present: Y is zero.
+#[test]
+fn hypergnn_attach_nnz_zero() {
+    let (nv, ne) = (4, 3);
+    check_hypergnn(nv, ne, &vec![vec![]; nv], &vec![vec![]; ne], 5, 1);
+    check_hypergnn(0, 0, &[], &[], 2, 2);
+}
+
+/// A hand-checked case: the fiber is chosen by the hyperedge's coordinate. Vertex 0 lies only
+/// in hyperedge 2 (position 0 of J), whose vertices are 1 and 2.
+#[test]
+fn hypergnn_attach_by_coordinate() {
+    let h = vec![vec![(2, 1.0)], vec![], vec![(0, 2.0)]];
+    let ht = vec![vec![(0, 10.0)], vec![], vec![(1, 1.0), (2, 3.0)]];
+    let x = vec![1.0, 100.0, 1000.0];
+    assert_eq!(reference(3, 3, &h, &ht, &x, 1), vec![3100.0, 0.0, 20.0]);
+    check_hypergnn(3, 3, &h, &ht, 1, 3);
+}
+
+const GOOD: &str = include_str!("../examples/hypergnn_attach.ron");
+
+fn verify_error(text: &str) -> VerifyError {
+    match parse_kernel_with_formats(text, Path::new("edited.ron"), &[]) {
+        Err(DriverError::Verify { source, .. }) => source,
+        other => panic!("expected a verification error, got {other:?}"),
+    }
+}
+
+fn edit(from: &str, to: &str) -> String {
+    assert!(GOOD.contains(from), "the example contains {from}");
+    GOOD.replace(from, to)
+}
+
+/// The stage-I printer shows the attached axis, and the RON form round-trips.
+#[test]
+fn attached_axis_prints_and_round_trips() {
+    let p = kernel("hypergnn_attach");
+    let text = print_program(&p);
+    assert!(text.contains("I_TJ = attach(I_T, J, nv)"), "{text}");
+    assert!(text.contains("sp_iter hgnn [I, J, I_TJ, F]"), "{text}");
+    let again = Program::from_ron(&p.to_ron()).expect("parses");
+    assert_eq!(again, p);
+}
+
+/// Malformed attached axes are typed verification errors naming the axis.
+#[test]
+fn attached_axis_errors() {
+    // The new parent's extent differs from the base's parent's: I (nv) instead of J (ne).
+    let e = verify_error(&edit(
+        r#"Attached(base: "I_T", parent: "J", n: "nv")"#,
+        r#"Attached(base: "I_T", parent: "I", n: "nv")"#,
+    ));
+    assert!(
+        matches!(&e, VerifyError::AttachExtent { axis, what, .. } if axis == "I_TJ" && what.contains("`I`")),
+        "{e:?}"
+    );
+    // The coordinate extent differs from the base's.
+    let e = verify_error(&edit(
+        r#"Attached(base: "I_T", parent: "J", n: "nv")"#,
+        r#"Attached(base: "I_T", parent: "J", n: "ne")"#,
+    ));
+    assert!(
+        matches!(&e, VerifyError::AttachExtent { what, .. } if what == "coordinate"),
+        "{e:?}"
+    );
+    // A root base cannot be re-parented.
+    let e = verify_error(&edit(
+        r#"Attached(base: "I_T", parent: "J", n: "nv")"#,
+        r#"Attached(base: "J_", parent: "J", n: "ne")"#,
+    ));
+    assert!(
+        matches!(&e, VerifyError::AttachBase { base, .. } if base == "J_"),
+        "{e:?}"
+    );
+    // A base whose parent is not dense_fixed (fibers cannot be chosen by coordinate).
+    let text = edit(
+        r#"(name: "I_T", kind: SparseVariable(parent: "J_", n: "nv", nnz: "nnz_t")),"#,
+        r#"(name: "I_T", kind: SparseVariable(parent: "J_", n: "nv", nnz: "nnz_t")),
+        (name: "K", kind: SparseVariable(parent: "I_T", n: "nv", nnz: "nnz_t")),
+        (name: "KJ", kind: Attached(base: "K", parent: "J", n: "nv")),"#,
+    );
+    let e = verify_error(&text);
+    assert!(
+        matches!(&e, VerifyError::AttachBase { axis, reason, .. } if axis == "KJ" && reason.contains("sparse_variable")),
+        "{e:?}"
+    );
+    // An unknown base.
+    let e = verify_error(&edit(r#"base: "I_T""#, r#"base: "Q""#));
+    assert!(
+        matches!(&e, VerifyError::UnknownAxis { axis, .. } if axis == "Q"),
+        "{e:?}"
+    );
+    // A buffer over the attached axis.
+    let e = verify_error(&edit(
+        r#"(name: "HT", axes: ["J_", "I_T"], dtype: F64),"#,
+        r#"(name: "HT", axes: ["J_", "I_T"], dtype: F64),
+        (name: "Bad", axes: ["I", "J", "I_TJ"], dtype: F64),"#,
+    ));
+    assert!(
+        matches!(&e, VerifyError::AttachedBufferAxis { axis, base, .. } if axis == "I_TJ" && base == "I_T"),
+        "{e:?}"
+    );
+    // Iterated before its new parent.
+    let e = verify_error(&edit(
+        r#"axes: ["I", "J", "I_TJ", "F"], kinds: "SRRS", vars: ["i", "j", "i2", "f"]"#,
+        r#"axes: ["I", "I_TJ", "J", "F"], kinds: "SRRS", vars: ["i", "i2", "j", "f"]"#,
+    ));
+    assert!(
+        matches!(&e, VerifyError::ParentNotIterated { axis, parent, .. } if axis == "I_TJ" && parent == "J"),
+        "{e:?}"
+    );
+}
+
+/// An attached iterator indexing a buffer whose detached dimension is *not* its new parent's
+/// coordinate falls back to a coordinate search: `HT[j2, i2]` with j2 another hyperedge.
+#[test]
+fn attached_iterator_in_a_foreign_position_is_searched() {
+    let text = GOOD
+        .replace(
+            r#"axes: ["I", "J", "I_TJ", "F"], kinds: "SRRS", vars: ["i", "j", "i2", "f"]"#,
+            r#"axes: ["I", "J", "I_TJ", "J_", "F"], kinds: "SRRRS", vars: ["i", "j", "i2", "j2", "f"]"#,
+        )
+        .replace(
+            "Y[i, f] + H[i, j] * HT[j, i2] * X[i2, f]",
+            "Y[i, f] + H[i, j] * HT[j2, i2] * X[i2, f]",
+        );
+    let p = parse_kernel_with_formats(&text, Path::new("edited.ron"), &[]).expect("verifies");
+    let (nv, ne, feat) = (5, 4, 2);
+    for seed in 0..6u64 {
+        let h = pattern(nv, ne, 2, seed);
+        let ht = pattern(ne, nv, 3, seed ^ 9);
+        let x = values(nv * feat, seed);
+        let (hd, htd) = (to_dense(nv, ne, &h), to_dense(ne, nv, &ht));
+        // sum over j in H[i,:], i2 in HT[j,:] (by coordinate of j), all j2 of HT[j2, i2].
+        let mut want = vec![0.0; nv * feat];
+        for i in 0..nv {
+            for j in 0..ne {
+                for i2 in 0..nv {
+                    if htd[j * nv + i2] == 0.0 || hd[i * ne + j] == 0.0 {
+                        continue;
+                    }
+                    for j2 in 0..ne {
+                        for f in 0..feat {
+                            want[i * feat + f] +=
+                                hd[i * ne + j] * htd[j2 * nv + i2] * x[i2 * feat + f];
+                        }
+                    }
+                }
+            }
+        }
+        let inputs = BTreeMap::from([
+            ("H".to_string(), Input::Coo(to_coo(nv, ne, &h))),
+            ("HT".to_string(), Input::Coo(to_coo(ne, nv, &ht))),
+            ("X".to_string(), dense(&[nv, feat], x)),
+        ]);
+        for (target, outs) in run_all(&p, &inputs) {
+            assert_dense(target, &outs["Y"], &[nv, feat], &want);
+        }
+    }
+}
