@@ -328,3 +328,278 @@ fn attached_iterator_in_a_foreign_position_is_searched() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// RGCN heterogeneous with 3-D ELL buckets: `decompose_format(A, "(per_relation D)")`.
+
+/// Edges `(relation, destination, source, value)` sorted by (r, i, j): each edge of a random
+/// pattern gets a relation; `skip` leaves relation 1 empty; `long` makes destination 0 of
+/// relation 0 longer than the widest bucket (4) so that it is split.
+fn hetero_edges(
+    nodes: usize,
+    rel: usize,
+    density: u8,
+    skip: bool,
+    long: bool,
+    seed: u64,
+) -> Vec<(usize, usize, usize, f64)> {
+    let rows = pattern(nodes, nodes, density, seed);
+    let mut edges: Vec<(usize, usize, usize, f64)> = rows
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| r.iter().map(move |&(j, v)| ((i + 2 * j) % rel, i, j, v)))
+        .filter(|e| !(skip && e.0 == 1))
+        .collect();
+    if long && nodes > 0 {
+        edges.retain(|e| !(e.0 == 0 && e.1 == 0));
+        let vals = values(nodes, seed ^ 3);
+        edges.extend((0..nodes).map(|j| (0, 0, j, vals[j] + 0.25)));
+    }
+    edges.sort_by_key(|e| (e.0, e.1, e.2));
+    edges
+}
+
+fn rgcn_inputs(
+    edges: &[(usize, usize, usize, f64)],
+    rel: usize,
+    nodes: usize,
+    w: Vec<f64>,
+    x: Vec<f64>,
+    fo_n: usize,
+    fi_n: usize,
+) -> BTreeMap<String, Input> {
+    let a = lacuna::ir::CooTensor {
+        shape: vec![rel, nodes, nodes],
+        coords: vec![
+            edges.iter().map(|e| e.0).collect(),
+            edges.iter().map(|e| e.1).collect(),
+            edges.iter().map(|e| e.2).collect(),
+        ],
+        values: lacuna::ir::ArrayData::F64(edges.iter().map(|e| e.3).collect()),
+    };
+    BTreeMap::from([
+        ("A".to_string(), Input::Coo(a)),
+        ("W".to_string(), dense(&[rel, fo_n, fi_n], w)),
+        ("X".to_string(), dense(&[nodes, fi_n], x)),
+    ])
+}
+
+/// Runs rgcn_hetero scheduled by `file` (converting A at bind time) on the stage-I and stage-II
+/// interpreters and the JIT; returns Y per target.
+fn run_converted(
+    p: &Program,
+    file: &ScheduleFile,
+    inputs: &BTreeMap<String, Input>,
+) -> Vec<(&'static str, Output)> {
+    let mut out = Vec::new();
+    for target in [Target::InterpStage1, Target::Interp, Target::Jit] {
+        let (scheduled, exe, conversions) =
+            Executable::build_converting(p, Some(file), target).expect("builds");
+        let given = lacuna::driver::convert_inputs(&conversions, inputs).expect("converts");
+        let mut b =
+            lacuna::stage1::bind_with(&scheduled, inputs, &BTreeMap::new(), given).expect("binds");
+        reset_outputs(&scheduled, &mut b);
+        exe.run(&scheduled, &mut b).expect("runs");
+        out.push((target.name(), unpack(&scheduled, &b, "Y").expect("unpacks")));
+    }
+    out
+}
+
+/// A 3-D ELL part's storage read back: `(relation, row, column) -> value`, padding included
+/// (it holds value 0).
+fn sum_parts(b: &lacuna::stage1::Bindings, rel: usize) -> BTreeMap<(usize, usize, usize), f64> {
+    let mut sum: BTreeMap<(usize, usize, usize), f64> = BTreeMap::new();
+    let mut add = |k: (usize, usize, usize), v: f64| *sum.entry(k).or_insert(0.0) += v;
+    for t in 0.. {
+        let pn = format!("A.p{t}");
+        let Some(vals) = b.buffers.get(&pn) else {
+            break;
+        };
+        let vals = vals.to_f64_vec();
+        if let Some(rows) = b.buffers.get(&format!("{pn}.row")) {
+            let rows = rows.to_i64_vec();
+            let w = b.params[&format!("{pn}.w")] as usize;
+            let g = b.axes[&format!("{pn}.g")]
+                .indptr
+                .as_ref()
+                .expect("groups")
+                .to_i64_vec();
+            let cols = b.axes[&format!("{pn}.s")]
+                .indices
+                .as_ref()
+                .expect("slots")
+                .to_i64_vec();
+            assert_eq!(g.len(), rel + 1, "{pn}: one group per relation");
+            assert_eq!(cols.len(), rows.len() * w, "{pn}: {w} slots per row");
+            for r in 0..rel {
+                for (q, &row) in rows
+                    .iter()
+                    .enumerate()
+                    .take(g[r + 1] as usize)
+                    .skip(g[r] as usize)
+                {
+                    for s in q * w..(q + 1) * w {
+                        add((r, row as usize, cols[s] as usize), vals[s]);
+                    }
+                }
+            }
+        } else {
+            let ri = &b.axes[&format!("{pn}.i")];
+            let (rp, rows) = (
+                ri.indptr.as_ref().expect("rows").to_i64_vec(),
+                ri.indices.as_ref().expect("rows").to_i64_vec(),
+            );
+            let cs = &b.axes[&format!("{pn}.s")];
+            let (cp, cols) = (
+                cs.indptr.as_ref().expect("cols").to_i64_vec(),
+                cs.indices.as_ref().expect("cols").to_i64_vec(),
+            );
+            for r in 0..rel {
+                for q in rp[r] as usize..rp[r + 1] as usize {
+                    for s in cp[q] as usize..cp[q + 1] as usize {
+                        add((r, rows[q] as usize, cols[s] as usize), vals[s]);
+                    }
+                }
+            }
+        }
+    }
+    sum.retain(|_, v| *v != 0.0);
+    sum
+}
+
+const ELL3D_WITH_CSR: &str = "(per_relation (+ (bucket 1 2 (ell 1)) (+ (bucket 2 3 (ell 2)) csr)))";
+
+fn with_csr_remainder() -> ScheduleFile {
+    ScheduleFile {
+        version: 1,
+        kernel: "rgcn_hetero".into(),
+        trace: vec![lacuna::schedule::Instruction::DecomposeFormat {
+            buffer: "A".into(),
+            into: ELL3D_WITH_CSR.into(),
+        }],
+    }
+}
+
+fn check_rgcn_ell3d(edges: &[(usize, usize, usize, f64)], rel: usize, nodes: usize, seed: u64) {
+    let (fi_n, fo_n) = (2usize, 3usize);
+    let w = values(rel * fo_n * fi_n, seed);
+    let x = values(nodes * fi_n, seed ^ 7);
+    let mut want = vec![0.0; nodes * fo_n];
+    for &(r, i, j, a) in edges {
+        for fo in 0..fo_n {
+            want[i * fo_n + fo] += (0..fi_n)
+                .map(|fi| a * w[(r * fo_n + fo) * fi_n + fi] * x[j * fi_n + fi])
+                .sum::<f64>();
+        }
+    }
+    let inputs = rgcn_inputs(edges, rel, nodes, w, x, fo_n, fi_n);
+    let p = kernel("rgcn_hetero");
+    // The decomposition reproduces A exactly, for both schedules.
+    let a: BTreeMap<(usize, usize, usize), f64> =
+        edges.iter().map(|e| ((e.0, e.1, e.2), e.3)).collect();
+    for file in [schedule_file("rgcn_hetero_ell3d"), with_csr_remainder()] {
+        let (_, _, conversions) =
+            Executable::build_converting(&p, Some(&file), Target::InterpStage1).expect("builds");
+        assert!(conversions[0].per_relation);
+        let given = lacuna::driver::convert_inputs(&conversions, &inputs).expect("converts");
+        assert_eq!(sum_parts(&given, rel), a, "parts of {:?}", file.trace[0]);
+    }
+    // ELL widths are the buckets', and the bucket for rows of length 3..5 holds no longer row.
+    let (_, _, conv) = Executable::build_converting(
+        &p,
+        Some(&schedule_file("rgcn_hetero_ell3d")),
+        Target::InterpStage1,
+    )
+    .expect("builds");
+    let given = lacuna::driver::convert_inputs(&conv, &inputs).expect("converts");
+    let widths: Vec<i64> = (0..4).map(|t| given.params[&format!("A.p{t}.w")]).collect();
+    assert_eq!(widths, [1, 2, 4, 4]);
+    for (target, outs) in run_all(&p, &inputs) {
+        assert_dense(target, &outs["Y"], &[nodes, fo_n], &want);
+    }
+    for file in [schedule_file("rgcn_hetero_ell3d"), with_csr_remainder()] {
+        for (target, got) in run_converted(&p, &file, &inputs) {
+            assert_dense(&format!("ell3d {target}"), &got, &[nodes, fo_n], &want);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: config().cases / 2 + 1, ..config() })]
+
+    /// RGCN over 3-D ELL buckets: compiled == interpreters == dense reference, the parts sum
+    /// back to A; with empty relations and a row longer than the widest bucket.
+    #[test]
+    fn rgcn_hetero_ell3d(nodes in 0usize..9, density in 0u8..5, skip in any::<bool>(), long in any::<bool>(), seed in any::<u64>()) {
+        let rel = 3;
+        let edges = hetero_edges(nodes, rel, density, skip, long, seed);
+        check_rgcn_ell3d(&edges, rel, nodes, seed);
+    }
+}
+
+/// nnz = 0 (with nodes and relations), a single long row split into chunks of 4, and all edges
+/// in one relation.
+#[test]
+fn rgcn_hetero_ell3d_edge_cases() {
+    check_rgcn_ell3d(&[], 3, 4, 1);
+    let long: Vec<_> = (0..11).map(|j| (2, 5, j, j as f64 + 1.0)).collect();
+    check_rgcn_ell3d(&long, 3, 11, 2);
+    let one = hetero_edges(7, 3, 3, false, true, 5);
+    let moved: Vec<_> = {
+        let mut m: Vec<_> = one.iter().map(|e| (1, e.1, e.2, e.3)).collect();
+        m.sort_by_key(|e| (e.0, e.1, e.2));
+        m.dedup_by_key(|e| (e.0, e.1, e.2));
+        m
+    };
+    check_rgcn_ell3d(&moved, 3, 7, 3);
+}
+
+/// Bad uses are typed errors: a 2-D buffer, a part kind without a 3-D form, a tensor whose
+/// relation coordinate is out of range.
+#[test]
+fn rgcn_hetero_ell3d_errors() {
+    let spmm = kernel("spmm");
+    let err = lacuna::schedule::Schedule::replay(
+        &spmm,
+        &[lacuna::schedule::Instruction::DecomposeFormat {
+            buffer: "A".into(),
+            into: "(per_relation (split_rows 2))".into(),
+        }],
+    )
+    .expect_err("spmm's A is not relation-CSF");
+    assert!(err.to_string().contains("relation-CSF"), "{err}");
+    let p = kernel("rgcn_hetero");
+    let err = lacuna::schedule::Schedule::replay(
+        &p,
+        &[lacuna::schedule::Instruction::DecomposeFormat {
+            buffer: "A".into(),
+            into: "(per_relation (+ (bsr 2) csr))".into(),
+        }],
+    )
+    .expect_err("bsr parts have no relation form");
+    assert!(err.to_string().contains("relation-level parts"), "{err}");
+    let (_, _, conv) = Executable::build_converting(
+        &p,
+        Some(&schedule_file("rgcn_hetero_ell3d")),
+        Target::InterpStage1,
+    )
+    .expect("builds");
+    let bad = rgcn_inputs(
+        &[(3, 0, 0, 1.0)],
+        3,
+        2,
+        values(3 * 3 * 2, 1),
+        values(4, 2),
+        3,
+        2,
+    );
+    let err = lacuna::driver::convert_inputs(&conv, &bad).expect_err("relation 3 of 3");
+    assert!(matches!(err, DriverError::Conversion { .. }), "{err:?}");
+    assert!(err.to_string().contains("relation 3"), "{err}");
+    let two_d = BTreeMap::from([(
+        "A".to_string(),
+        Input::Coo(to_coo(2, 2, &[vec![(0, 1.0)], vec![]])),
+    )]);
+    let err = lacuna::driver::convert_inputs(&conv, &two_d).expect_err("rank 2");
+    assert!(err.to_string().contains('3'), "{err}");
+}
