@@ -1097,6 +1097,30 @@ pub fn convert_inputs(
             buffer: conv.buffer.clone(),
             source,
         };
+        if conv.per_relation {
+            // A relation-CSF tensor: its parts are built relation by relation.
+            let [rel, m, n] = coo.shape[..] else {
+                return Err(BindError::Rank {
+                    buffer: conv.buffer.clone(),
+                    expected: 3,
+                    found: coo.shape.len(),
+                }
+                .into());
+            };
+            coo.sort_and_sum_duplicates();
+            let c = &coo.coords;
+            let part = lacuna_schedule::convert_relations(
+                conv,
+                [rel, m, n],
+                [&c[0], &c[1], &c[2]],
+                &coo.values.to_f64_vec(),
+            )
+            .map_err(fail)?;
+            given.params.extend(part.params);
+            given.axes.extend(part.axes);
+            given.buffers.extend(part.buffers);
+            continue;
+        }
         if coo.shape.len() != 2 {
             return Err(BindError::Rank {
                 buffer: conv.buffer.clone(),

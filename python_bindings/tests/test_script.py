@@ -195,3 +195,32 @@ def test_nested_iterations_equal_the_sparse_softmax_example():
             want.data[lo:hi] = e / e.sum()
     assert dense.shape == got.shape
     assert_close(got, want)
+
+
+def test_attach_builds_the_hypergnn_attach_example():
+    with T.kernel("hypergnn_attach") as K:
+        I = T.dense_fixed("nv")
+        J = T.sparse_variable(I, ("ne", "nnz"))
+        J_ = T.dense_fixed("ne")
+        I_T = T.sparse_variable(J_, ("nv", "nnz_t"))
+        I_TJ = T.attach(I_T, J)
+        I_ = T.dense_fixed("nv")
+        F = T.dense_fixed("feat")
+        H = T.match_sparse_buffer((I, J), "float64")
+        HT = T.match_sparse_buffer((J_, I_T), "float64")
+        X = T.match_sparse_buffer((I_, F), "float64")
+        Y = T.match_sparse_buffer((I, F), "float64")
+        with T.sp_iter([I, J, I_TJ, F], "SRRS", "hgnn") as [i, j, i2, f]:
+            with T.init():
+                Y[i, f] = 0.0
+            Y[i, f] = Y[i, f] + H[i, j] * HT[j, i2] * X[i2, f]
+    assert K.kernel == kernel("hypergnn_attach")
+    h = random_csr(12, 7, density=0.3, seed=11)
+    ht = random_csr(7, 12, density=0.3, seed=12)
+    x = np.random.default_rng(13).uniform(-1.0, 1.0, (12, 4))
+    got = lacuna.build(K.kernel)(H=h, HT=ht, X=x)["Y"]
+    np.testing.assert_allclose(got, h.toarray() @ ht.toarray() @ x, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError):
+        with T.kernel("bad_attach"):
+            I = T.dense_fixed("m")
+            T.attach(I, I)

@@ -17,6 +17,6 @@ mod schedule;
 mod trace;
 
 pub use error::{Condition, ScheduleError};
-pub use primitives::decompose_format::{convert, Conversion, PartKind};
+pub use primitives::decompose_format::{convert, convert_relations, Conversion, PartKind};
 pub use schedule::Schedule;
 pub use trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};

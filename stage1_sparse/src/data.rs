@@ -561,6 +561,14 @@ fn pack(
                 )?;
                 len = len.checked_mul(width).ok_or_else(tl)?;
             }
+            AxisKind::Attached { .. } => {
+                // Verification rejects buffers over attached axes; data built elsewhere may not.
+                return Err(BindError::Structure {
+                    buffer: buffer.into(),
+                    axis: ax.clone(),
+                    reason: "an attached axis owns no storage and cannot be a buffer axis".into(),
+                });
+            }
         }
     }
     Ok((offs, len))
@@ -785,6 +793,8 @@ pub(crate) fn axis_len_of(
                 .map_or(0, |s| s.as_i64().max(0) as usize))
         }
         AxisKind::SparseFixed { .. } => Ok(bindings.indices(axis).ok_or_else(no_structure)?.len()),
+        // An attached axis visits the positions of its base.
+        AxisKind::Attached { base, .. } => axis_len_of(p, bindings, base),
     }
 }
 
@@ -827,6 +837,10 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
         let Some(parent) = a.kind.parent() else {
             continue;
         };
+        if matches!(a.kind, AxisKind::Attached { .. }) {
+            // No storage of its own: its base's structure is validated under the base.
+            continue;
+        }
         let bad = |reason: String| BindError::Structure {
             buffer: "(structure)".into(),
             axis: a.name.clone(),
@@ -925,7 +939,7 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
                 }
                 (0..parent_len).map(|s| (s * w, (s + 1) * w)).collect()
             }
-            AxisKind::DenseFixed { .. } => continue,
+            AxisKind::DenseFixed { .. } | AxisKind::Attached { .. } => continue,
         };
         for form in &a.closed_forms {
             let mismatch = |position: usize, expected: i64, found: i64| BindError::ClosedForm {
@@ -1077,6 +1091,8 @@ fn walk(
                 walk(levels, d + 1, q, coords, f);
             }
         }
+        // Never a buffer axis (verified): nothing is stored under it.
+        AxisKind::Attached { .. } => {}
     }
 }
 

@@ -179,6 +179,52 @@ impl<'a> Interp<'a> {
                     })
                     .collect()
             }
+            AxisKind::Attached { base, parent, .. } => {
+                // The fiber of `base` under the detached parent position equal to the new
+                // parent's coordinate.
+                let c = scope
+                    .iter()
+                    .rev()
+                    .find(|(_, ax, _)| *ax == parent)
+                    .map(|(_, _, pt)| pt.coord)
+                    .expect("verified: parents are iterated first");
+                let b = self.p.axis(base).expect("verified");
+                let detached = b.kind.parent().expect("verified: the base has a parent");
+                let ext =
+                    self.param(self.p.axis(detached).expect("verified").kind.coord_extent())?;
+                if c < 0 || c >= ext {
+                    return Ok(Vec::new());
+                }
+                let c = c as usize;
+                let (indptr, indices) =
+                    self.structure
+                        .get(base.as_str())
+                        .ok_or_else(|| InterpError::Unbound {
+                            what: "axis",
+                            name: base.to_string(),
+                        })?;
+                let unbound = || InterpError::Unbound {
+                    what: "axis",
+                    name: base.to_string(),
+                };
+                let (s, t) = match (&b.kind, indptr) {
+                    (AxisKind::SparseFixed { nnz_cols, .. }, _) => {
+                        let w = self.param(nnz_cols)? as usize;
+                        (c * w, (c + 1) * w)
+                    }
+                    (kind, Some(ip)) => {
+                        let (lo, hi) = kind.segment_slots(c);
+                        (ip[lo] as usize, ip[hi] as usize)
+                    }
+                    (_, None) => return Err(unbound()),
+                };
+                (s..t)
+                    .map(|q| Point {
+                        coord: indices.as_ref().map_or((q - s) as i64, |ind| ind[q]),
+                        offset: q,
+                    })
+                    .collect()
+            }
         })
     }
 

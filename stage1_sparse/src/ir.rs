@@ -130,7 +130,7 @@ fn default_true() -> bool {
     true
 }
 
-/// The four axis kinds of SparseTIR.
+/// The four axis kinds of SparseTIR, plus attached axes (SparseTIR's `T.attach`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum AxisKind {
     /// Every coordinate `0..n` is stored. Has no parent.
@@ -170,6 +170,21 @@ pub enum AxisKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         loose: bool,
     },
+    /// SparseTIR's `attach(base, parent)`: the fibers of `base` (whose own parent is a
+    /// detached `dense_fixed` axis) re-parented under `parent`. Under a point of `parent` it
+    /// visits the fiber of `base` selected by the parent's *coordinate* (not its position):
+    /// positions `indptr[c]..indptr[c + 1]` of `base`, `c` the coordinate of the parent's
+    /// iterator. It owns no storage (it shares `base`'s indptr/indices) and is only iterated,
+    /// never a buffer axis: accesses index `base`'s buffers with its iterator.
+    Attached {
+        /// The re-parented axis (dense_variable, sparse_fixed or sparse_variable over a
+        /// dense_fixed axis).
+        base: String,
+        /// The new parent; its coordinate extent equals that of `base`'s parent.
+        parent: String,
+        /// Coordinate extent, equal to `base`'s.
+        n: Size,
+    },
 }
 
 impl AxisKind {
@@ -191,7 +206,8 @@ impl AxisKind {
             AxisKind::DenseFixed { .. } => None,
             AxisKind::DenseVariable { parent, .. }
             | AxisKind::SparseFixed { parent, .. }
-            | AxisKind::SparseVariable { parent, .. } => Some(parent),
+            | AxisKind::SparseVariable { parent, .. }
+            | AxisKind::Attached { parent, .. } => Some(parent),
         }
     }
     /// The extent of coordinates on this axis.
@@ -199,7 +215,9 @@ impl AxisKind {
         match self {
             AxisKind::DenseFixed { n } => n,
             AxisKind::DenseVariable { max_len, .. } => max_len,
-            AxisKind::SparseFixed { n, .. } | AxisKind::SparseVariable { n, .. } => n,
+            AxisKind::SparseFixed { n, .. }
+            | AxisKind::SparseVariable { n, .. }
+            | AxisKind::Attached { n, .. } => n,
         }
     }
     /// True when segments are delimited by an `indptr` array.
@@ -230,6 +248,14 @@ impl AxisKind {
             AxisKind::DenseVariable { .. } => "dense_variable",
             AxisKind::SparseFixed { .. } => "sparse_fixed",
             AxisKind::SparseVariable { .. } => "sparse_variable",
+            AxisKind::Attached { .. } => "attach",
+        }
+    }
+    /// The base axis of an attached axis.
+    pub fn attached_base(&self) -> Option<&str> {
+        match self {
+            AxisKind::Attached { base, .. } => Some(base),
+            _ => None,
         }
     }
 }

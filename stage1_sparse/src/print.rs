@@ -159,6 +159,7 @@ fn axis_line(a: &Axis) -> String {
             nnz,
             loose: true,
         } => format!("{parent}, {n}, {nnz}, loose"),
+        AxisKind::Attached { base, parent, n } => format!("{base}, {parent}, {n}"),
     };
     let mut attrs = Vec::new();
     if a.kind.has_indptr() || a.kind.has_indices() {

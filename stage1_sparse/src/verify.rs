@@ -81,6 +81,40 @@ pub enum VerifyError {
         /// Its parent.
         parent: String,
     },
+    /// An attached axis's base cannot be re-parented.
+    #[error("axis `{axis}`: cannot attach `{base}`: {reason}")]
+    AttachBase {
+        /// The attached axis.
+        axis: String,
+        /// Its base.
+        base: String,
+        /// Why not (the base has no parent, its parent is not dense_fixed, ...).
+        reason: String,
+    },
+    /// An attached axis's extents do not match those of its base.
+    #[error("axis `{axis}`: {what} extent {found} differs from {expected_from} extent {expected}")]
+    AttachExtent {
+        /// The attached axis.
+        axis: String,
+        /// Which extent: `new parent `J`` or `coordinate`.
+        what: String,
+        /// Its extent.
+        found: Size,
+        /// What it must match, e.g. `the base's parent `J_detach``.
+        expected_from: String,
+        /// That extent.
+        expected: Size,
+    },
+    /// A buffer is declared over an attached axis (which owns no storage).
+    #[error("buffer `{buffer}`: axis `{axis}` is attached and owns no storage; declare the buffer over its base `{base}`")]
+    AttachedBufferAxis {
+        /// The buffer.
+        buffer: String,
+        /// The attached axis.
+        axis: String,
+        /// Its base.
+        base: String,
+    },
     /// In a buffer's axis list, an axis with a parent does not directly follow it.
     #[error("buffer `{buffer}`: axis `{axis}` must directly follow its parent `{parent}`")]
     BufferAxisOrder {
@@ -517,6 +551,10 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
             AxisKind::DenseVariable { max_len, nnz, .. } => vec![max_len, nnz],
             AxisKind::SparseFixed { n, nnz_cols, .. } => vec![n, nnz_cols],
             AxisKind::SparseVariable { n, nnz, .. } => vec![n, nnz],
+            AxisKind::Attached { base, parent, n } => {
+                check_attached(p, &seen_axes, &a.name, base, parent, n)?;
+                vec![n]
+            }
         };
         for s in sizes {
             if let Size::Param(name) = s {
@@ -548,6 +586,13 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
                 context: format!("buffer `{}`", b.name),
                 axis: ax.clone(),
             })?;
+            if let AxisKind::Attached { base, .. } = &axis.kind {
+                return Err(VerifyError::AttachedBufferAxis {
+                    buffer: b.name.clone(),
+                    axis: ax.clone(),
+                    base: base.clone(),
+                });
+            }
             if let Some(parent) = axis.kind.parent() {
                 if d == 0 || b.axes[d - 1] != parent {
                     return Err(VerifyError::BufferAxisOrder {
@@ -566,6 +611,75 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
         iter_names: BTreeSet::new(),
     };
     c.stmts(&p.body, &[], "kernel body")
+}
+
+/// The rules of an attached axis `name = attach(base, parent)`: `base` is defined before it, is a
+/// variable or sparse axis (not itself attached) whose parent is a detached dense_fixed axis, and
+/// that detached axis has the coordinate extent of the new parent; `n` is `base`'s extent.
+fn check_attached(
+    p: &Program,
+    seen: &BTreeSet<&str>,
+    name: &str,
+    base: &str,
+    parent: &str,
+    n: &Size,
+) -> Result<(), VerifyError> {
+    let bad = |reason: String| VerifyError::AttachBase {
+        axis: name.to_string(),
+        base: base.to_string(),
+        reason,
+    };
+    let b = p.axis(base).ok_or_else(|| VerifyError::UnknownAxis {
+        context: format!("axis `{name}`"),
+        axis: base.to_string(),
+    })?;
+    if base == name || !seen.contains(base) {
+        return Err(bad(
+            "the base must be defined before the attached axis".into()
+        ));
+    }
+    if matches!(b.kind, AxisKind::Attached { .. }) {
+        return Err(bad("the base is itself attached".into()));
+    }
+    let Some(detached) = b.kind.parent() else {
+        return Err(bad(
+            "the base is a root axis (dense_fixed); only an axis with a parent can be re-parented"
+                .into(),
+        ));
+    };
+    let d = p.axis(detached).ok_or_else(|| VerifyError::UnknownAxis {
+        context: format!("axis `{base}`"),
+        axis: detached.to_string(),
+    })?;
+    let AxisKind::DenseFixed { n: detached_n } = &d.kind else {
+        return Err(bad(format!(
+            "its parent `{detached}` is {}, not a detached dense_fixed axis (the fiber is chosen by coordinate, which is the position only on dense_fixed)",
+            d.kind.keyword()
+        )));
+    };
+    let np = p.axis(parent).ok_or_else(|| VerifyError::UnknownAxis {
+        context: format!("axis `{name}`"),
+        axis: parent.to_string(),
+    })?;
+    if np.kind.coord_extent() != detached_n {
+        return Err(VerifyError::AttachExtent {
+            axis: name.to_string(),
+            what: format!("new parent `{parent}`"),
+            found: np.kind.coord_extent().clone(),
+            expected_from: format!("the base's parent `{detached}`"),
+            expected: detached_n.clone(),
+        });
+    }
+    if n != b.kind.coord_extent() {
+        return Err(VerifyError::AttachExtent {
+            axis: name.to_string(),
+            what: "coordinate".into(),
+            found: n.clone(),
+            expected_from: format!("the base `{base}`"),
+            expected: b.kind.coord_extent().clone(),
+        });
+    }
+    Ok(())
 }
 
 /// An iterator variable in scope: its name and the axis it iterates.

@@ -74,6 +74,7 @@ __all__ = [
     "sparse_fixed",
     "sparse_variable",
     "sqrt",
+    "attach",
 ]
 
 _local = threading.local()
@@ -330,7 +331,9 @@ def raw(text: str) -> Expr:
 
 class Axis:
     """A sparse axis (SparseTIR's ``dense_fixed``, ``dense_variable``, ``sparse_fixed``,
-    ``sparse_variable``)."""
+    ``sparse_variable``, and ``attach``-ed axes, whose ``base`` is the re-parented axis)."""
+
+    base: "Axis | None" = None
 
     def __init__(self, kind: str, fields: list[tuple[str, Any]], parent: "Axis | None",
                  name: str | None, idtype: str, sorted: bool):
@@ -343,6 +346,8 @@ class Axis:
         fields = []
         if self.parent is not None:
             fields.append(f"parent: {_ron(self.parent.name)}")
+        if self.base is not None:
+            fields.append(f"base: {_ron(self.base.name)}")
         fields += [f"{k}: {_ron(v)}" for k, v in self.fields]
         extra = ""
         if self.idtype == "int64":
@@ -555,6 +560,22 @@ class KernelBuilder:
         n, nnz = shape
         return self._axis("SparseVariable", [("n", n), ("nnz", nnz)], parent, name, idtype, sorted)
 
+    def attach(self, base: Axis, parent: Axis, *, name: str | None = None) -> Axis:
+        """SparseTIR's ``attach(base, parent)``: ``base`` (whose parent is a detached
+        ``dense_fixed`` axis) re-parented under ``parent``; under a point of ``parent`` it visits
+        the fiber of ``base`` selected by the parent's coordinate. It owns no storage: declare
+        buffers over ``base`` and iterate the attached axis."""
+        if not isinstance(base, Axis) or not isinstance(parent, Axis):
+            raise TypeError("attach(base, parent) takes two axes")
+        if base.parent is None or base.base is not None:
+            raise ValueError(f"attach: the base {base!r} must be an axis with a parent, not a root or attached axis")
+        fields = dict(base.fields)
+        n = fields.get("n", fields.get("max_len"))
+        a = Axis("Attached", [("n", n)], parent, name, "int32", True)
+        a.base = base
+        self.axes.append(a)
+        return a
+
     def match_sparse_buffer(self, *args: Any, name: str | None = None, role: str | None = None,
                             encoding: str | None = None, default_value: float | None = None,
                             extra_storage: int = 0) -> Buffer:
@@ -658,6 +679,11 @@ def sparse_fixed(parent: Axis, shape: tuple[Any, Any], **kw: Any) -> Axis:
 def sparse_variable(parent: Axis, shape: tuple[Any, Any], **kw: Any) -> Axis:
     """A CSR-like axis (see :meth:`KernelBuilder.sparse_variable`)."""
     return _current().sparse_variable(parent, shape, **kw)
+
+
+def attach(base: Axis, parent: Axis, **kw: Any) -> Axis:
+    """An attached axis (see :meth:`KernelBuilder.attach`)."""
+    return _current().attach(base, parent, **kw)
 
 
 def match_sparse_buffer(*args: Any, **kw: Any) -> Buffer:

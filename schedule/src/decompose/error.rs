@@ -105,6 +105,9 @@ pub enum DecomposeError {
         /// The first column out of order.
         col: usize,
     },
+    /// A relation-level (`per_relation`) decomposition got a tensor or term it cannot take.
+    #[error("per_relation: {0}")]
+    Relations(String),
     /// A part would hold more slots (entries plus padding) than [`MAX_PART_SLOTS`].
     ///
     /// [`MAX_PART_SLOTS`]: super::MAX_PART_SLOTS

@@ -43,6 +43,11 @@ pub struct Conversion {
     pub decomposition: Decomposition,
     /// The kernel-side kind of each part, in materialization order.
     pub parts: Vec<PartKind>,
+    /// A relation-level decomposition (`(per_relation D)`): the buffer is a relation-CSF
+    /// `A[r, i, j]` and `decomposition` applies to each relation's matrix (see
+    /// [`convert_relations`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_relation: bool,
 }
 
 /// A plain input buffer (the conversion binds its data).
@@ -85,6 +90,9 @@ pub fn decompose_format(
     buffer: &str,
     into: &str,
 ) -> Result<(Program, Conversion), Condition> {
+    if let Some(inner) = per_relation_term(into) {
+        return decompose_relations(p, buffer, inner);
+    }
     let d: Decomposition =
         into.parse().map_err(
             |e: crate::decompose::DecomposeError| Condition::BadArgument {
@@ -235,6 +243,7 @@ pub fn decompose_format(
             buffer: buffer.to_string(),
             decomposition: d,
             parts: kinds,
+            per_relation: false,
         },
     ))
 }
@@ -513,6 +522,450 @@ pub fn convert(
                     },
                 );
                 b.buffers.insert(pn, ArrayData::F64(s.values.clone()));
+            }
+        }
+    }
+    Ok(b)
+}
+
+/// The inner term of `(per_relation TERM)`, if `into` is one.
+fn per_relation_term(into: &str) -> Option<&str> {
+    let t = into.trim();
+    let inner = t.strip_prefix('(')?.strip_suffix(')')?.trim_start();
+    let rest = inner.strip_prefix("per_relation")?;
+    rest.starts_with(char::is_whitespace).then(|| rest.trim())
+}
+
+fn i64_axis(name: String, kind: AxisKind, sorted: bool) -> Axis {
+    Axis {
+        name,
+        kind,
+        idtype: IndexType::I64,
+        sorted,
+        closed_forms: vec![],
+    }
+}
+
+/// `decompose_format(A, "(per_relation D)")` on a relation-CSF buffer `A[r, i, j]` (a
+/// dense_fixed relation axis, its sparse_variable rows, their sparse_variable columns): every
+/// relation's matrix is decomposed by `D`, and part `t` of all relations is stored as one 3-D
+/// part over the relation axis (SparseTIR's `csf_to_ell3d`):
+/// - an ELL part (`ell`, `split_rows`, in buckets) as relation → row group (dense_variable over
+///   the relation: the relation's rows in that bucket) → `w` slots (sparse_fixed), with a
+///   row-id buffer `A.pT.row[r, g]`;
+/// - a CSR part (the remainder) as relation-CSF again (relation → non-empty rows → columns).
+///
+/// Each iteration reading `A` over `[R, I, J]` becomes one copy per part over the part's axes;
+/// the relation iterator is kept, the row becomes `A.pT.row[r, g]` (or the CSR row), the column
+/// the slot's coordinate.
+fn decompose_relations(
+    mut p: Program,
+    buffer: &str,
+    inner: &str,
+) -> Result<(Program, Conversion), Condition> {
+    let d: Decomposition =
+        inner.parse().map_err(
+            |e: crate::decompose::DecomposeError| Condition::BadArgument {
+                what: format!("decomposition `{inner}` of per_relation: {e}"),
+            },
+        )?;
+    let buf = p
+        .buffer(buffer)
+        .cloned()
+        .ok_or_else(|| Condition::NotFound {
+            what: "buffer",
+            name: buffer.to_string(),
+        })?;
+    let csf = match (buf.role, buf.dtype, buf.axes.as_slice()) {
+        (Role::Input, DType::F64, [r, i, j]) => match (
+            p.axis(r).map(|a| &a.kind),
+            p.axis(i).map(|a| &a.kind),
+            p.axis(j).map(|a| &a.kind),
+        ) {
+            (
+                Some(AxisKind::DenseFixed { .. }),
+                Some(AxisKind::SparseVariable {
+                    parent: pi,
+                    n: rows,
+                    loose: false,
+                    ..
+                }),
+                Some(AxisKind::SparseVariable {
+                    parent: pj,
+                    n: cols,
+                    loose: false,
+                    ..
+                }),
+            ) if pi == r && pj == i => Some((
+                [r.clone(), i.clone(), j.clone()],
+                rows.clone(),
+                cols.clone(),
+            )),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (orig, n_rows, n_cols) = csf.ok_or_else(|| Condition::BadArgument {
+        what: format!("per_relation: `{buffer}` must be an f64 input stored relation-CSF (a dense_fixed relation axis, its sparse_variable rows, their sparse_variable columns)"),
+    })?;
+    let kinds = kinds_of(&d)?;
+    let rel = orig[0].clone();
+    for (t, kind) in kinds.iter().enumerate() {
+        let pn = part_name(buffer, t);
+        match kind {
+            PartKind::Ell => {
+                p.params.extend([format!("{pn}.rows"), format!("{pn}.w")]);
+                let g = i64_axis(
+                    format!("{pn}.g"),
+                    // Split rows may give a relation more ELL rows than matrix rows: the
+                    // bound on a group is the part's total.
+                    AxisKind::DenseVariable {
+                        parent: rel.clone(),
+                        max_len: Size::Param(format!("{pn}.rows")),
+                        nnz: Size::Param(format!("{pn}.rows")),
+                    },
+                    true,
+                );
+                let sl = i64_axis(
+                    format!("{pn}.s"),
+                    AxisKind::SparseFixed {
+                        parent: g.name.clone(),
+                        n: n_cols.clone(),
+                        nnz_cols: Size::Param(format!("{pn}.w")),
+                    },
+                    false,
+                );
+                p.buffers.push(input_buffer(
+                    format!("{pn}.row"),
+                    vec![rel.clone(), g.name.clone()],
+                    DType::I64,
+                ));
+                p.buffers.push(input_buffer(
+                    pn.clone(),
+                    vec![rel.clone(), g.name.clone(), sl.name.clone()],
+                    DType::F64,
+                ));
+                p.axes.extend([g, sl]);
+            }
+            PartKind::Csr => {
+                p.params
+                    .extend([format!("{pn}.nrows"), format!("{pn}.nnz")]);
+                let ri = i64_axis(
+                    format!("{pn}.i"),
+                    AxisKind::SparseVariable {
+                        parent: rel.clone(),
+                        n: n_rows.clone(),
+                        nnz: Size::Param(format!("{pn}.nrows")),
+                        loose: false,
+                    },
+                    true,
+                );
+                let sl = i64_axis(
+                    format!("{pn}.s"),
+                    AxisKind::SparseVariable {
+                        parent: ri.name.clone(),
+                        n: n_cols.clone(),
+                        nnz: Size::Param(format!("{pn}.nnz")),
+                        loose: false,
+                    },
+                    true,
+                );
+                p.buffers.push(input_buffer(
+                    pn.clone(),
+                    vec![rel.clone(), ri.name.clone(), sl.name.clone()],
+                    DType::F64,
+                ));
+                p.axes.extend([ri, sl]);
+            }
+            PartKind::Bsr(_) | PartKind::Padded => {
+                return Err(Condition::BadArgument {
+                    what: format!("per_relation: part {t} is {kind:?}; relation-level parts are ELL (ell, split_rows, in buckets) or a CSR remainder"),
+                })
+            }
+        }
+    }
+    let body = std::mem::take(&mut p.body);
+    p.body = rewrite_relations(&body, buffer, &orig, &kinds)?;
+    Ok((
+        p,
+        Conversion {
+            buffer: buffer.to_string(),
+            decomposition: d,
+            parts: kinds,
+            per_relation: true,
+        },
+    ))
+}
+
+fn rewrite_relations(
+    stmts: &[Stmt],
+    buffer: &str,
+    orig: &[String; 3],
+    kinds: &[PartKind],
+) -> Result<Vec<Stmt>, Condition> {
+    let mut out = Vec::new();
+    for s in stmts {
+        let Stmt::Iter(it) = s else {
+            out.push(s.clone());
+            continue;
+        };
+        let uses = it
+            .body
+            .iter()
+            .any(|st| matches!(st, Stmt::Store(x) if reads(&x.value, buffer)));
+        if !uses {
+            out.push(s.clone());
+            continue;
+        }
+        let at = it.axes.iter().position(|a| *a == orig[0]);
+        let consecutive = at.is_some_and(|k| it.axes.get(k..k + 3) == Some(&orig[..]));
+        let (Some(pr), true) = (at, consecutive) else {
+            return Err(Condition::BadArgument {
+                what: format!(
+                    "iteration `{}` reads `{buffer}`: it must iterate `{}`, `{}`, `{}` consecutively",
+                    it.name, orig[0], orig[1], orig[2]
+                ),
+            });
+        };
+        if !it.init.is_empty() || it.body.iter().any(|st| matches!(st, Stmt::Iter(_))) {
+            return Err(Condition::BadArgument {
+                what: format!("iteration `{}`: per_relation needs an iteration without init and nested iterations (zero the output in its own iteration)", it.name),
+            });
+        }
+        let (vr, vi, vj) = (
+            it.vars[pr].clone(),
+            it.vars[pr + 1].clone(),
+            it.vars[pr + 2].clone(),
+        );
+        let kinds_s: Vec<char> = it.kinds.chars().collect();
+        for (t, kind) in kinds.iter().enumerate() {
+            let pn = part_name(buffer, t);
+            let (gi, gv) = (format!("{vi}.p{t}"), format!("{vj}.p{t}"));
+            let (row_axis, row_expr) = match kind {
+                PartKind::Ell => (
+                    format!("{pn}.g"),
+                    Expr::Load {
+                        buffer: format!("{pn}.row"),
+                        indices: vec![Expr::Var(vr.clone()), Expr::Var(gi.clone())],
+                    },
+                ),
+                _ => (format!("{pn}.i"), Expr::Var(gi.clone())),
+            };
+            let direct = vec![
+                Expr::Var(vr.clone()),
+                Expr::Var(gi.clone()),
+                Expr::Var(gv.clone()),
+            ];
+            let col = Expr::Var(gv.clone());
+            let subst = |e: &Expr| substitute(e, buffer, &pn, &direct, &vi, &row_expr, &vj, &col);
+            let body = it
+                .body
+                .iter()
+                .map(|st| match st {
+                    Stmt::Store(x) => Stmt::Store(Store {
+                        buffer: x.buffer.clone(),
+                        indices: x.indices.iter().map(subst).collect(),
+                        value: subst(&x.value),
+                    }),
+                    other => other.clone(),
+                })
+                .collect();
+            let mut axes = it.axes.clone();
+            let mut vars = it.vars.clone();
+            axes.splice(pr + 1..=pr + 2, [row_axis, format!("{pn}.s")]);
+            vars.splice(pr + 1..=pr + 2, [gi, gv]);
+            // In an ELL part the relation indexes the output through the row ids, so it is
+            // spatial; rows of different relations (and split rows) still write the same output
+            // rows, which the part's stores accumulate into (as the hyb parts of
+            // `decompose_format` do). A CSR part keeps the relation's kind.
+            let mut kinds_new = kinds_s.clone();
+            if *kind == PartKind::Ell {
+                kinds_new[pr] = 'S';
+            }
+            out.push(Stmt::Iter(Iteration {
+                name: format!("{}_p{t}", it.name),
+                axes,
+                kinds: kinds_new.into_iter().collect(),
+                vars,
+                init: vec![],
+                body,
+                fused: vec![],
+                coiteration: None,
+                annotations: it.annotations.clone(),
+            }));
+        }
+    }
+    Ok(out)
+}
+
+/// The conversion routine of a `per_relation` decomposition: builds the 3-D parts from the
+/// relation-CSF tensor given as sorted, de-duplicated coordinates `(r, i, j)` with values, of
+/// shape `rel × n_rows × n_cols`.
+pub fn convert_relations(
+    conv: &Conversion,
+    shape: [usize; 3],
+    coords: [&[usize]; 3],
+    values: &[f64],
+) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
+    use crate::decompose::DecomposeError;
+    use lacuna_ir::ArrayData;
+    use lacuna_stage1::AxisData;
+    let [rel, m, n] = shape;
+    let nnz = values.len();
+    if coords.iter().any(|c| c.len() != nnz) {
+        return Err(DecomposeError::Relations(format!(
+            "coordinate arrays of lengths {:?} for {nnz} values",
+            coords.map(<[usize]>::len)
+        )));
+    }
+    let k = coords[0].iter().position(|&r| r >= rel);
+    if let Some(e) = k {
+        return Err(DecomposeError::Relations(format!(
+            "entry {e}: relation {} is out of range (relations = {rel})",
+            coords[0][e]
+        )));
+    }
+    if let Some(e) = (1..nnz).find(|&e| {
+        (coords[0][e], coords[1][e], coords[2][e])
+            <= (coords[0][e - 1], coords[1][e - 1], coords[2][e - 1])
+    }) {
+        return Err(DecomposeError::Relations(format!(
+            "entry {e}: coordinates are not sorted and unique by (relation, row, column)"
+        )));
+    }
+    // Per part: (group indptr, rows, indices, values, width) for ELL; (row indptr, row ids,
+    // column indptr, columns, values) for CSR.
+    struct Acc {
+        outer: Vec<usize>,
+        rows: Vec<usize>,
+        inner: Vec<usize>,
+        indices: Vec<usize>,
+        values: Vec<f64>,
+        width: Option<usize>,
+    }
+    let mut accs: Vec<Acc> = conv
+        .parts
+        .iter()
+        .map(|_| Acc {
+            outer: vec![0],
+            rows: vec![],
+            inner: vec![0],
+            indices: vec![],
+            values: vec![],
+            width: None,
+        })
+        .collect();
+    let mut start = 0;
+    for r in 0..rel {
+        let end = start + coords[0][start..].iter().take_while(|&&x| x == r).count();
+        let mut indptr = vec![0usize; m + 1];
+        for &row in &coords[1][start..end] {
+            if row >= m {
+                return Err(DecomposeError::RowOutOfRange { row, n_rows: m });
+            }
+            indptr[row + 1] += 1;
+        }
+        for i in 0..m {
+            indptr[i + 1] += indptr[i];
+        }
+        let csr = CsrMatrix::new(
+            m,
+            n,
+            indptr,
+            coords[2][start..end].to_vec(),
+            values[start..end].to_vec(),
+        )?;
+        let parts = materialize(&csr, &conv.decomposition)?;
+        if parts.len() != accs.len() {
+            return Err(DecomposeError::Relations(format!(
+                "relation {r} has {} parts, the kernel {}",
+                parts.len(),
+                accs.len()
+            )));
+        }
+        for (t, (part, acc)) in parts.iter().zip(&mut accs).enumerate() {
+            match (&part.storage, conv.parts[t]) {
+                (Storage::Ell(e) | Storage::SplitRows(e), PartKind::Ell) => {
+                    if *acc.width.get_or_insert(e.width) != e.width {
+                        return Err(DecomposeError::Relations(format!(
+                            "part {t} has width {} in relation {r}, {} before",
+                            e.width,
+                            acc.width.unwrap_or(0)
+                        )));
+                    }
+                    acc.rows.extend(&e.rows);
+                    acc.outer.push(acc.rows.len());
+                    acc.indices.extend(&e.indices);
+                    acc.values.extend(&e.values);
+                }
+                (Storage::Csr(c), PartKind::Csr) => {
+                    for i in 0..c.n_rows {
+                        let (s, t) = (c.indptr[i], c.indptr[i + 1]);
+                        if t > s {
+                            acc.rows.push(i);
+                            acc.indices.extend(&c.indices[s..t]);
+                            acc.values.extend(&c.values[s..t]);
+                            acc.inner.push(acc.indices.len());
+                        }
+                    }
+                    acc.outer.push(acc.rows.len());
+                }
+                (_, kind) => {
+                    return Err(DecomposeError::Relations(format!(
+                        "part {t} of relation {r} does not match the kernel's {kind:?} part"
+                    )))
+                }
+            }
+        }
+        start = end;
+    }
+    let mut b = lacuna_stage1::Bindings::default();
+    let i64s = |v: &[usize]| ArrayData::I64(v.iter().map(|&x| x as i64).collect());
+    for (t, acc) in accs.into_iter().enumerate() {
+        let pn = part_name(&conv.buffer, t);
+        match conv.parts[t] {
+            PartKind::Ell => {
+                // An empty tensor still has the term's width (0 rows of it).
+                let w = acc.width.unwrap_or(0);
+                b.params.insert(format!("{pn}.rows"), acc.rows.len() as i64);
+                b.params.insert(format!("{pn}.w"), w as i64);
+                b.axes.insert(
+                    format!("{pn}.g"),
+                    AxisData {
+                        indptr: Some(i64s(&acc.outer)),
+                        indices: None,
+                    },
+                );
+                b.axes.insert(
+                    format!("{pn}.s"),
+                    AxisData {
+                        indptr: None,
+                        indices: Some(i64s(&acc.indices)),
+                    },
+                );
+                b.buffers.insert(format!("{pn}.row"), i64s(&acc.rows));
+                b.buffers.insert(pn, ArrayData::F64(acc.values));
+            }
+            _ => {
+                b.params
+                    .insert(format!("{pn}.nrows"), acc.rows.len() as i64);
+                b.params
+                    .insert(format!("{pn}.nnz"), acc.indices.len() as i64);
+                b.axes.insert(
+                    format!("{pn}.i"),
+                    AxisData {
+                        indptr: Some(i64s(&acc.outer)),
+                        indices: Some(i64s(&acc.rows)),
+                    },
+                );
+                b.axes.insert(
+                    format!("{pn}.s"),
+                    AxisData {
+                        indptr: Some(i64s(&acc.inner)),
+                        indices: Some(i64s(&acc.indices)),
+                    },
+                );
+                b.buffers.insert(pn, ArrayData::F64(acc.values));
             }
         }
     }

@@ -88,6 +88,7 @@ pub fn specialize(mut p: Program, param: &str, value: u64) -> Result<Program, Co
                 fix(n);
                 fix(nnz);
             }
+            AxisKind::Attached { n, .. } => fix(n),
         }
     }
     Ok(p)

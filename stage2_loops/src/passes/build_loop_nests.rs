@@ -208,6 +208,35 @@ pub fn loop_bounds(
             let start = Expr::mul(pp, w.clone());
             (start.clone(), Expr::add(start, w))
         }
+        AxisKind::Attached { base, parent, .. } => {
+            let pv = var_of_axis(scope, parent).ok_or_else(|| LowerError::ParentNotIterated {
+                axis: axis.to_string(),
+                parent: parent.to_string(),
+            })?;
+            let c = coord_expr(p, &pv.var, parent, scope)?;
+            base_segment(p, base, c)?
+        }
+    })
+}
+
+/// The `[start, end)` positions of `base`'s fiber under the position `pp` of its (dense) parent:
+/// the segment an attached axis visits, `pp` being the new parent's coordinate.
+fn base_segment(p: &Program, base: &str, pp: Expr) -> Result<(Expr, Expr), LowerError> {
+    let b = p.axis(base).ok_or_else(|| LowerError::Malformed {
+        what: format!("axis `{base}`"),
+    })?;
+    Ok(match &b.kind {
+        AxisKind::DenseVariable { .. } | AxisKind::SparseVariable { .. } => segment_bounds(b, pp),
+        AxisKind::SparseFixed { nnz_cols, .. } => {
+            let w = size_expr(nnz_cols);
+            let start = Expr::mul(pp, w.clone());
+            (start.clone(), Expr::add(start, w))
+        }
+        AxisKind::DenseFixed { .. } | AxisKind::Attached { .. } => {
+            return Err(LowerError::Malformed {
+                what: format!("attached axis over `{base}`, which has no parent fiber"),
+            })
+        }
     })
 }
 
@@ -235,6 +264,26 @@ pub fn coord_expr(
         }
         AxisKind::SparseFixed { .. } | AxisKind::SparseVariable { .. } => {
             Expr::load_i64(&indices_name(axis), Expr::var(var), a.idtype.dtype())
+        }
+        AxisKind::Attached { base, parent, .. } => {
+            // Positions are the base's: its coordinates are the base's too.
+            let b = p.axis(base).ok_or_else(|| LowerError::Malformed {
+                what: format!("axis `{base}`"),
+            })?;
+            match &b.kind {
+                AxisKind::DenseVariable { .. } => {
+                    let pv = var_of_axis(scope, parent).ok_or_else(|| {
+                        LowerError::ParentNotIterated {
+                            axis: axis.to_string(),
+                            parent: parent.clone(),
+                        }
+                    })?;
+                    let c = coord_expr(p, &pv.var, parent, scope)?;
+                    let (start, _) = base_segment(p, base, c)?;
+                    Expr::sub(Expr::var(var), start)
+                }
+                _ => Expr::load_i64(&indices_name(base), Expr::var(var), b.idtype.dtype()),
+            }
         }
     })
 }

@@ -354,6 +354,13 @@ impl Translator<'_> {
                 direct_prev = true;
                 continue;
             }
+            if self.attached_direct(&sv, &y, d, &positions, outer)? {
+                // An attached iterator over this axis, whose parent's coordinate is the position
+                // of the previous (detached, dense) dimension: it visits this very fiber.
+                positions.push(Expr::var(&var));
+                direct_prev = true;
+                continue;
+            }
             direct_prev = false;
             let c = coord_expr(self.p, &sv.var, &sv.axis, outer)?;
             let pos = self.translate(buffer, &y, d, &positions, c, false)?;
@@ -361,6 +368,31 @@ impl Translator<'_> {
             positions.push(pos);
         }
         Ok((positions, guard))
+    }
+
+    /// True when iterator `sv` is on an axis attached to `y` and the position of the access's
+    /// previous dimension (`y`'s detached dense parent) is the coordinate of the attached axis's
+    /// new parent: the iterator's position is then `y`'s position.
+    fn attached_direct(
+        &self,
+        sv: &ScopeVar,
+        y: &Axis,
+        d: usize,
+        positions: &[Expr],
+        outer: &[ScopeVar],
+    ) -> Result<bool, LowerError> {
+        let Some(AxisKind::Attached { base, parent, .. }) = self.p.axis(&sv.axis).map(|a| &a.kind)
+        else {
+            return Ok(false);
+        };
+        if *base != y.name || d == 0 {
+            return Ok(false);
+        }
+        let Some(pv) = var_of_axis(&outer[..outer.len() - 1], parent) else {
+            return Ok(false);
+        };
+        let c = coord_expr(self.p, &pv.var, parent, &outer[..outer.len() - 1])?;
+        Ok(positions[d - 1] == c)
     }
 
     /// The position of coordinate `c` on axis `y` (the access's dimension `d`), given the
@@ -427,6 +459,11 @@ impl Translator<'_> {
                     lo: Box::new(lo),
                     hi: Box::new(hi),
                     value: Box::new(c),
+                })
+            }
+            AxisKind::Attached { .. } => {
+                return Err(LowerError::Malformed {
+                    what: format!("access to `{buffer}` over attached axis `{ax}`"),
                 })
             }
         })
