@@ -269,7 +269,9 @@ fn rejects(kernel_name: &str, trace: &[Instruction], inst: Instruction, needle: 
     let p = kernel(kernel_name);
     let mut s = Schedule::replay(&p, trace).expect("the prefix applies");
     let before = print_func(&s.stage2().expect("lowers"));
-    let e = s.apply(inst.clone()).expect_err("must be rejected");
+    let e = s
+        .apply(inst.clone())
+        .expect_err(&format!("{inst:?} must be rejected"));
     let msg = e.to_string();
     assert!(
         msg.starts_with(inst.name()) && msg.contains(needle),
@@ -343,7 +345,8 @@ fn cache_primitives_reject_what_they_cannot_do() {
     sch.apply(reverse_cache_read("sddmm", "X", "local", "k.0"))
         .expect("the reverse form takes any index");
     assert!(print_func(&sch.stage2().expect("lowers")).contains("alloc local X_local: f64[4]"));
-    // A guard depending on a loop the access does not depend on.
+    // A guard (`k < feat`) keeps the loops it reads in the copy stage: here k.0, of symbolic
+    // extent.
     rejects(
         "sddmm",
         &[
@@ -354,7 +357,7 @@ fn cache_primitives_reject_what_they_cannot_do() {
             },
         ],
         cache_read("sddmm", "S", "local", "j.b"),
-        "cache under a loop inside the guard",
+        "along loop `k.0`",
     );
     // A shared cache outside a GPU kernel.
     rejects(

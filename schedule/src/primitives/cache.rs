@@ -23,10 +23,12 @@
 //! bound like any other loop (a shared cache is filled by the block's threads after
 //! `bind(VAR.CACHE, threadIdx.x)`).
 //!
-//! The cache's extent is the product of the extents of the kept loops, which must be
-//! constants (split a loop by a constant factor, or `bound` it, first): scratch buffers are
-//! never allocated at run time. A guard that depends on a loop the access does not depend on
-//! is an error (cache under a loop inside that guard instead).
+//! The kept loops are those that the access's indices, its `select` guards and the guards on
+//! the path depend on (through `let`s and loop bounds). The cache's extent is the product of
+//! the extents of the loops it is laid out by, which must be constants (split a loop by a
+//! constant factor, or `bound` it, first): scratch buffers are never allocated at run time.
+//! A loop kept only for a guard does not index a direct cache: its iterations copy the same
+//! elements again.
 //!
 //! - `cache_read`: each index of the access is a kept loop variable plus terms invariant in the
 //!   kept loops (a direct index), or invariant; the cache is laid out like the buffer's region
@@ -584,6 +586,12 @@ pub fn cache(
     leaf.load_guards
         .iter()
         .for_each(|e| vars_of(e, &mut needed));
+    // The copy stage keeps every guard of the path, so it needs what they read too.
+    for s in &steps {
+        if let Step::If { cond } = s {
+            vars_of(cond, &mut needed);
+        }
+    }
     for s in steps.iter().rev() {
         if let Step::Let { var, value } = s {
             if needed.contains(var) {
@@ -621,20 +629,6 @@ pub fn cache(
                         changed |= needed.insert(v);
                     }
                 }
-            }
-        }
-    }
-    for s in &steps {
-        if let Step::If { cond } = s {
-            let mut vs = BTreeSet::new();
-            vars_of(cond, &mut vs);
-            if let Some(v) = vs
-                .iter()
-                .find(|v| defined.contains(*v) && !needed.contains(*v))
-            {
-                return Err(bad(format!(
-                    "the guard `{cond}` depends on `{v}`, which the access of `{buffer}` does not depend on: cache under a loop inside the guard"
-                )));
             }
         }
     }
