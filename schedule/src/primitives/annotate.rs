@@ -2,7 +2,8 @@
 //! `attr KEY = VALUE { loop }` (TVM's `AttrStmt`).
 //!
 //! - `atomic`: every store in the loop must be a sum `b[idx] = b[idx] + e` (with `e` not
-//!   reading `b`); each becomes `atomic_add(b[idx], e)`. Atomics commute, so the loop may
+//!   reading `b`; the old value may also be `select(c, b[idx], 0)` under an `if c`, as lowering
+//!   writes a scatter through a row map); each becomes `atomic_add(b[idx], e)`. Atomics commute, so the loop may
 //!   then be bound or parallelized even where iterations update one element.
 //! - `pragma_unroll` (value ≥ 1): an unroll-count hint for the loop.
 //! - `prefetch` (value ≥ 1): CPU code prefetches the loop's affine loads `value` iterations
