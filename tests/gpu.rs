@@ -757,3 +757,43 @@ fn shared_barrier_shuffle_atomic_reach_ptx() {
     let e = lacuna::target::compile(&f, &CodegenOptions::default()).expect_err("CPU: GPU-only");
     assert!(e.to_string().contains("GPU-only"), "{e}");
 }
+
+/// The BSR shared-cache schedule without binding its copy loop to threadIdx.x: every thread
+/// then copies the whole cache into the one shared buffer, which GPU semantics flag as a race;
+/// and a shared cache under a loop bound to threadIdx is refused by the primitive.
+#[test]
+fn shared_cache_copy_must_be_distributed_over_threads() {
+    let path = root().join("examples/schedules/spmm_bsr_gpu_shared.ron");
+    let file = lacuna::driver::load_schedule(&path).expect("loads");
+    let p = kernel("spmm");
+    let rows = small_rows();
+    let inputs = inputs_for("spmm", 3, 3, 5, &rows);
+    let good = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
+    same(
+        "spmm_bsr_gpu_shared",
+        &good,
+        &cpu_reference(&p, &file, &inputs),
+    );
+    let mut racy = file.clone();
+    racy.trace
+        .retain(|i| !matches!(i, Instruction::Bind { r#loop, .. } if r#loop == "k.1.B_shared"));
+    assert_eq!(racy.trace.len(), file.trace.len() - 1);
+    let e = run_on(&p, &racy, &inputs, Target::InterpGpu).expect_err("a race on B_shared");
+    assert!(e.to_string().contains("B_shared"), "{e}");
+    // A shared cache inside the threads' loop.
+    let at = file
+        .trace
+        .iter()
+        .position(|i| matches!(i, Instruction::ReverseCacheRead { .. }))
+        .expect("the cache");
+    let mut s = Schedule::replay(&p, &file.trace[..at]).expect("prefix applies");
+    let e = s
+        .apply(Instruction::ReverseCacheRead {
+            block: "spmm_p0".into(),
+            buffer: "B".into(),
+            scope: "shared".into(),
+            at: Some("spmm_p0:k.1".into()),
+        })
+        .expect_err("inside threadIdx");
+    assert!(e.to_string().contains("threadIdx"), "{e}");
+}
