@@ -244,8 +244,8 @@ proptest! {
         }
     }
 
-    /// reverse_cache_read (SpMM's B gather) and reverse_cache_write (hyb's split rows) equal
-    /// the reference.
+    /// reverse_cache_read (SpMM's B gather), reverse_cache_write (hyb's split rows) and
+    /// cache_write (C's chunk of a row, loaded, accumulated, stored back) equal the reference.
     #[test]
     fn reverse_caches_preserve_spmm((m, n, rows) in sparse_matrix(), k in 0usize..7, seed in any::<u64>()) {
         let p = kernel("spmm");
@@ -255,7 +255,8 @@ proptest! {
             ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
             ("B".to_string(), dense(&[n, k], b)),
         ]);
-        for (name, trace) in [("reverse_cache_read", spmm_trace()), ("reverse_cache_write", hyb_trace())] {
+        let write_c = vec![split("spmm:k", 4), cache_write("spmm", "C", "local", "k.0")];
+        for (name, trace) in [("reverse_cache_read", spmm_trace()), ("reverse_cache_write", hyb_trace()), ("cache_write", write_c)] {
             for (target, out) in run_scheduled(&p, &trace, &inputs) {
                 assert_dense(&format!("{name} {target}"), &out, &[m, k], &want);
             }
