@@ -529,12 +529,7 @@ pub fn cache(
             .ok_or_else(|| bad(format!("block `{block}` is not inside any loop")))?,
     };
     let index = find(&f.body, &at_name)?;
-    let Some(Stmt::For {
-        var: at_var,
-        body: at_body,
-        ..
-    }) = get(&f.body, index).cloned()
-    else {
+    let Some(Stmt::For { body: at_body, .. }) = get(&f.body, index).cloned() else {
         unreachable!("find returns loops")
     };
     if count_block(&at_body, block) == 0 {
@@ -878,7 +873,6 @@ pub fn cache(
     if shared {
         stages.push(Stmt::Barrier);
     }
-    let _ = at_var;
     let mut stages = Some(stages);
     f.body = replace(f.body, index, &mut |s| {
         let Stmt::For {
