@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use lacuna::driver::{reset_outputs, DriverError, Executable, Target};
 use lacuna::schedule::{Instruction, Schedule, ScheduleFile};
-use lacuna::stage1::{bind, unpack, Input, Program};
+use lacuna::stage1::{unpack, Input, Program};
 use lacuna::stage2::{
     interpret_gpu, lower_to_flat, Config, ForKind, Func, GpuAxis, Stage2InterpError, Stmt,
 };
@@ -88,6 +88,7 @@ fn gpu_examples_exist() {
         "sddmm_gpu.ron",
         "spmv_gpu_warp_row.ron",
         "sddmm_gpu_rfactor.ron",
+        "spmm_bsr_gpu_shared.ron",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }
@@ -116,6 +117,12 @@ fn ptx_of_every_gpu_example_assembles_with_ptxas() {
                 assert!(
                     k.ptx.contains("shfl.sync.down.b32"),
                     "{path:?}: a warp reduction by shuffles"
+                );
+            }
+            if stem.contains("shared") {
+                assert!(
+                    k.ptx.contains(".shared") && k.ptx.contains("bar.sync"),
+                    "{path:?}: a shared-memory cache with barriers"
                 );
             }
             let ptx = tmp.join(format!("{stem}.{}.ptx", arch.name()));
@@ -193,8 +200,11 @@ fn run_on(
     inputs: &BTreeMap<String, Input>,
     target: Target,
 ) -> Result<lacuna::stage1::Output, DriverError> {
-    let (scheduled, exe) = Executable::build_with(p, Some(file), target)?;
-    let mut b = bind(&scheduled, inputs, &BTreeMap::new()).expect("binds");
+    // Decomposed formats: the conversion builds the parts from the CSR input.
+    let (scheduled, exe, conversions) = Executable::build_converting(p, Some(file), target)?;
+    let given = lacuna::driver::convert_inputs(&conversions, inputs).expect("converts");
+    let mut b =
+        lacuna::stage1::bind_with(&scheduled, inputs, &BTreeMap::new(), given).expect("binds");
     reset_outputs(&scheduled, &mut b);
     exe.run(&scheduled, &mut b)?;
     let o = scheduled
@@ -203,6 +213,27 @@ fn run_on(
         .find(|x| x.role == lacuna::stage1::Role::Output)
         .expect("an output");
     Ok(unpack(&scheduled, &b, &o.name).expect("unpacks"))
+}
+
+/// The CPU result a GPU schedule must reproduce: the schedule on the JIT, or the unscheduled
+/// kernel on the JIT where the schedule has barriers (shared-memory caches), which CPU code
+/// refuses (a typed GPU-only error).
+fn cpu_reference(
+    p: &Program,
+    file: &ScheduleFile,
+    inputs: &BTreeMap<String, Input>,
+) -> lacuna::stage1::Output {
+    match run_on(p, file, inputs, Target::Jit) {
+        Ok(out) => out,
+        Err(e) if e.to_string().contains("barrier") => {
+            let plain = ScheduleFile {
+                trace: vec![],
+                ..file.clone()
+            };
+            run_on(p, &plain, inputs, Target::Jit).expect("unscheduled CPU run")
+        }
+        Err(e) => panic!("CPU run: {e}"),
+    }
 }
 
 fn same(what: &str, got: &lacuna::stage1::Output, want: &lacuna::stage1::Output) {
@@ -223,7 +254,7 @@ proptest! {
         for (path, file) in gpu_schedules() {
             let p = kernel(&file.kernel);
             let inputs = inputs_for(&file.kernel, m, n, feat, &rows);
-            let want = run_on(&p, &file, &inputs, Target::Jit).expect("CPU run");
+            let want = cpu_reference(&p, &file, &inputs);
             let got = run_on(&p, &file, &inputs, Target::InterpGpu)
                 .unwrap_or_else(|e| panic!("{path:?}: GPU semantics failed: {e}"));
             same(&format!("{path:?} m={m} n={n} feat={feat}"), &got, &want);
@@ -245,7 +276,7 @@ fn empty_matrix_and_empty_rows_under_gpu_semantics() {
         for (path, file) in gpu_schedules() {
             let p = kernel(&file.kernel);
             let inputs = inputs_for(&file.kernel, m, n, 33, &rows);
-            let want = run_on(&p, &file, &inputs, Target::Jit).expect("CPU run");
+            let want = cpu_reference(&p, &file, &inputs);
             let got = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
             same(&format!("{path:?} m={m}"), &got, &want);
         }
@@ -458,7 +489,7 @@ fn cuda_launcher_runs_or_reports_no_driver() {
             assert!(matches!(e, DriverError::Cuda(_)), "{e}");
         }
         Ok(()) => {
-            let want = run_on(&p, &file, &inputs, Target::Jit).expect("CPU run");
+            let want = cpu_reference(&p, &file, &inputs);
             let got = run_on(&p, &file, &inputs, Target::Cuda(GpuArch::Sm80)).expect("GPU run");
             same("cuda", &got, &want);
         }
@@ -725,4 +756,44 @@ fn shared_barrier_shuffle_atomic_reach_ptx() {
     let _ = std::fs::remove_dir_all(&tmp);
     let e = lacuna::target::compile(&f, &CodegenOptions::default()).expect_err("CPU: GPU-only");
     assert!(e.to_string().contains("GPU-only"), "{e}");
+}
+
+/// The BSR shared-cache schedule without binding its copy loop to threadIdx.x: every thread
+/// then copies the whole cache into the one shared buffer, which GPU semantics flag as a race;
+/// and a shared cache under a loop bound to threadIdx is refused by the primitive.
+#[test]
+fn shared_cache_copy_must_be_distributed_over_threads() {
+    let path = root().join("examples/schedules/spmm_bsr_gpu_shared.ron");
+    let file = lacuna::driver::load_schedule(&path).expect("loads");
+    let p = kernel("spmm");
+    let rows = small_rows();
+    let inputs = inputs_for("spmm", 3, 3, 5, &rows);
+    let good = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
+    same(
+        "spmm_bsr_gpu_shared",
+        &good,
+        &cpu_reference(&p, &file, &inputs),
+    );
+    let mut racy = file.clone();
+    racy.trace
+        .retain(|i| !matches!(i, Instruction::Bind { r#loop, .. } if r#loop == "k.1.B_shared"));
+    assert_eq!(racy.trace.len(), file.trace.len() - 1);
+    let e = run_on(&p, &racy, &inputs, Target::InterpGpu).expect_err("a race on B_shared");
+    assert!(e.to_string().contains("B_shared"), "{e}");
+    // A shared cache inside the threads' loop.
+    let at = file
+        .trace
+        .iter()
+        .position(|i| matches!(i, Instruction::ReverseCacheRead { .. }))
+        .expect("the cache");
+    let mut s = Schedule::replay(&p, &file.trace[..at]).expect("prefix applies");
+    let e = s
+        .apply(Instruction::ReverseCacheRead {
+            block: "spmm_p0".into(),
+            buffer: "B".into(),
+            scope: "shared".into(),
+            at: Some("spmm_p0:k.1".into()),
+        })
+        .expect_err("inside threadIdx");
+    assert!(e.to_string().contains("threadIdx"), "{e}");
 }

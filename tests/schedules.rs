@@ -133,6 +133,19 @@ fn spmm_candidates() -> Vec<Instruction> {
             r#loop: l("spmm:j"),
             extent: 2,
         },
+        // Cache primitives: apply after a constant split of k (candidate 0).
+        Instruction::ReverseCacheRead {
+            block: l("spmm"),
+            buffer: l("B"),
+            scope: l("local"),
+            at: Some(l("k.0")),
+        },
+        Instruction::CacheWrite {
+            block: l("spmm"),
+            buffer: l("C"),
+            scope: l("local"),
+            at: Some(l("k.0")),
+        },
     ]
 }
 
@@ -142,7 +155,7 @@ proptest! {
     /// Random sequences of primitives on SpMM: each either applies or is rejected with an
     /// error (never a panic), and the scheduled kernel computes the unscheduled result.
     #[test]
-    fn random_schedules_preserve_spmm((m, n, rows) in sparse_matrix(), picks in proptest::collection::vec(0usize..22, 0..6), seed in any::<u64>()) {
+    fn random_schedules_preserve_spmm((m, n, rows) in sparse_matrix(), picks in proptest::collection::vec(0usize..24, 0..6), seed in any::<u64>()) {
         let p = kernel("spmm");
         let k = 3;
         let b = values(n * k, seed);
@@ -191,7 +204,7 @@ proptest! {
             let (x, w) = (&x, &w);
             r.iter().map(move |&(j, s)| (vec![i, j], (0..k).map(|kk| s * x[i * k + kk] * w[j * k + kk]).sum()))
         }).collect();
-        for name in ["sddmm_reorder", "sddmm_fused"] {
+        for name in ["sddmm_reorder", "sddmm_fused", "sddmm_cache"] {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/schedules/{name}.ron"));
             let file = ScheduleFile::from_ron(&std::fs::read_to_string(path).expect("schedule file")).expect("parses");
             for (target, out) in run_scheduled(&p, &file.trace, &inputs) {

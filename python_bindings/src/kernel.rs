@@ -376,4 +376,72 @@ impl PySchedule {
     fn unannotate(&mut self, r#loop: String, key: String) -> PyResult<()> {
         self.apply(Instruction::Unannotate { r#loop, key })
     }
+    /// Stages what `block` reads of `buffer` under loop `at` in a `local`/`shared` cache.
+    #[pyo3(signature = (block, buffer, scope, at = None))]
+    fn cache_read(
+        &mut self,
+        block: String,
+        buffer: String,
+        scope: String,
+        at: Option<String>,
+    ) -> PyResult<()> {
+        self.apply(Instruction::CacheRead {
+            block,
+            buffer,
+            scope,
+            at,
+        })
+    }
+    /// Stages what `block` writes of `buffer` under loop `at` in a cache, written back after.
+    #[pyo3(signature = (block, buffer, scope, at = None))]
+    fn cache_write(
+        &mut self,
+        block: String,
+        buffer: String,
+        scope: String,
+        at: Option<String>,
+    ) -> PyResult<()> {
+        self.apply(Instruction::CacheWrite {
+            block,
+            buffer,
+            scope,
+            at,
+        })
+    }
+    /// Like `cache_read`, the cache indexed by the consumer's loops (a gather in the copy).
+    #[pyo3(signature = (block, buffer, scope, at = None))]
+    fn reverse_cache_read(
+        &mut self,
+        block: String,
+        buffer: String,
+        scope: String,
+        at: Option<String>,
+    ) -> PyResult<()> {
+        self.apply(Instruction::ReverseCacheRead {
+            block,
+            buffer,
+            scope,
+            at,
+        })
+    }
+    /// Accumulates `block`'s sum into `buffer` in a zeroed cache, added back after (a scatter).
+    #[pyo3(signature = (block, buffer, scope, at = None))]
+    fn reverse_cache_write(
+        &mut self,
+        block: String,
+        buffer: String,
+        scope: String,
+        at: Option<String>,
+    ) -> PyResult<()> {
+        self.apply(Instruction::ReverseCacheWrite {
+            block,
+            buffer,
+            scope,
+            at,
+        })
+    }
+    /// Changes the scope (`global`, `shared`, `local`) of a scratch buffer.
+    fn set_scope(&mut self, buffer: String, scope: String) -> PyResult<()> {
+        self.apply(Instruction::SetScope { buffer, scope })
+    }
 }

@@ -213,3 +213,32 @@ def test_lower_prints_every_stage_like_the_cli():
         cli = subprocess.run([str(LACUNA), "lower", str(EXAMPLES / "spmm.ron"), "--schedule", str(sched_file),
                               "--stage", "2"], capture_output=True, text=True, check=True).stdout
         assert cli == lacuna.Schedule.from_ron(kernel("spmm"), sched_file).lower(2)
+
+
+def test_cache_primitives_and_set_scope(data):
+    a, b = data
+    # reverse_cache_read: B's chunk gathered through J.indices into registers.
+    s = lacuna.Schedule(kernel("spmm"))
+    s.split("spmm:k", [None, 4])
+    s.reverse_cache_read("spmm", "B", "local", "k.0")
+    assert "alloc local B_local: f64[4]" in s.lower(2)
+    assert_close(run_spmm(s, a, b), a @ b)
+    # cache_write: SpMV's accumulator in a register.
+    t = lacuna.Schedule(kernel("spmv"))
+    t.cache_write("spmv", "y", "local", "spmv:i")
+    x = np.random.default_rng(3).standard_normal(a.shape[1])
+    assert_close(lacuna.build(t)(A=a, x=x)["y"], a @ x)
+    # cache_read and set_scope.
+    u = lacuna.Schedule(kernel("sddmm"))
+    u.split("sddmm:k", [None, 4])
+    u.cache_read("sddmm", "X", "local", "k.0")
+    u.set_scope("X_local", "global")
+    assert "alloc global X_local" in u.lower(2)
+    assert u.primitives() == ["split", "cache_read", "set_scope"]
+    # Errors leave the schedule unchanged.
+    before = u.lower(2)
+    with pytest.raises(lacuna.ScheduleError, match="cache_write"):
+        u.cache_write("sddmm", "X", "local", "k.0")
+    with pytest.raises(lacuna.ScheduleError, match="set_scope"):
+        u.set_scope("X_local", "shared")
+    assert u.lower(2) == before

@@ -146,6 +146,34 @@ impl ScheduleError {
             Instruction::Rfactor { r#loop } => format!("{loop:?}"),
             Instruction::Annotate { r#loop, key, value } => format!("{loop:?}, {key:?}, {value}"),
             Instruction::Unannotate { r#loop, key } => format!("{loop:?}, {key:?}"),
+            Instruction::CacheRead {
+                block,
+                buffer,
+                scope,
+                at,
+            }
+            | Instruction::CacheWrite {
+                block,
+                buffer,
+                scope,
+                at,
+            }
+            | Instruction::ReverseCacheRead {
+                block,
+                buffer,
+                scope,
+                at,
+            }
+            | Instruction::ReverseCacheWrite {
+                block,
+                buffer,
+                scope,
+                at,
+            } => match at {
+                Some(at) => format!("{block:?}, {buffer:?}, {scope:?}, {at:?}"),
+                None => format!("{block:?}, {buffer:?}, {scope:?}"),
+            },
+            Instruction::SetScope { buffer, scope } => format!("{buffer:?}, {scope:?}"),
         };
         ScheduleError {
             primitive: inst.name(),

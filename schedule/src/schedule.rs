@@ -1,6 +1,7 @@
 //! The `Schedule`: a program, the primitives applied to it, and their trace.
 
 use crate::error::{Condition, ScheduleError};
+use crate::primitives::cache::{self, CacheKind};
 use crate::primitives::decompose_format::{self, Conversion};
 use crate::primitives::{
     annotate, blockize, compute_at, horizontal, loop_kind, loop_transform, sparse,
@@ -190,6 +191,45 @@ impl Schedule {
             let f = self.stage2()?;
             if let Instruction::Rfactor { r#loop } = &inst {
                 let g = crate::primitives::rfactor::rfactor(f, r#loop).map_err(err)?;
+                self.stage2 = Some(g);
+                self.trace.push(inst);
+                return Ok(());
+            }
+            let cached = match &inst {
+                Instruction::CacheRead {
+                    block,
+                    buffer,
+                    scope,
+                    at,
+                } => Some((CacheKind::Read, block, buffer, scope, at)),
+                Instruction::CacheWrite {
+                    block,
+                    buffer,
+                    scope,
+                    at,
+                } => Some((CacheKind::Write, block, buffer, scope, at)),
+                Instruction::ReverseCacheRead {
+                    block,
+                    buffer,
+                    scope,
+                    at,
+                } => Some((CacheKind::ReverseRead, block, buffer, scope, at)),
+                Instruction::ReverseCacheWrite {
+                    block,
+                    buffer,
+                    scope,
+                    at,
+                } => Some((CacheKind::ReverseWrite, block, buffer, scope, at)),
+                _ => None,
+            };
+            if let Some((kind, block, buffer, scope, at)) = cached {
+                let g = cache::cache(f, kind, block, buffer, scope, at.as_deref()).map_err(err)?;
+                self.stage2 = Some(g);
+                self.trace.push(inst);
+                return Ok(());
+            }
+            if let Instruction::SetScope { buffer, scope } = &inst {
+                let g = cache::set_scope(f, buffer, scope).map_err(err)?;
                 self.stage2 = Some(g);
                 self.trace.push(inst);
                 return Ok(());

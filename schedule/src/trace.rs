@@ -206,6 +206,72 @@ pub enum Instruction {
         /// The annotation's key.
         key: String,
     },
+    // --- cache and scope primitives ---
+    /// Stage II: stage the elements of `buffer` that block `block` reads under loop `at` (the
+    /// outermost loop of the block when `None`) in a new scratch buffer `BUFFER_SCOPE` of
+    /// `scope` (`local` or `shared`), filled by a copy stage before the consumer (TVM's
+    /// `cache_read`); the cache is laid out like the buffer's region.
+    CacheRead {
+        /// The consumer block.
+        block: String,
+        /// The buffer.
+        buffer: String,
+        /// `local` or `shared`.
+        scope: String,
+        /// The loop under which the region is staged.
+        #[serde(default)]
+        at: Option<String>,
+    },
+    /// Stage II: stage the element block `block` writes in a cache of `scope` under loop `at`,
+    /// loaded first when the block also reads it, and written back after the consumer (TVM's
+    /// `cache_write`).
+    CacheWrite {
+        /// The producer block.
+        block: String,
+        /// The buffer.
+        buffer: String,
+        /// `local` or `shared`.
+        scope: String,
+        /// The loop under which the region is staged.
+        #[serde(default)]
+        at: Option<String>,
+    },
+    /// Stage II: like `CacheRead`, but the cache is indexed by the consumer's loops and the
+    /// (possibly indirect) index is applied in the copy stage: a gather (SparseTIR's
+    /// `reverse_cache_read`).
+    ReverseCacheRead {
+        /// The consumer block.
+        block: String,
+        /// The buffer.
+        buffer: String,
+        /// `local` or `shared`.
+        scope: String,
+        /// The loop under which the region is staged.
+        #[serde(default)]
+        at: Option<String>,
+    },
+    /// Stage II: accumulate the block's sum into `buffer` in a zero-initialized cache indexed
+    /// by the consumer's loops, and add it back (a scatter-add, atomic when the update was)
+    /// after the consumer (SparseTIR's `reverse_cache_write`).
+    ReverseCacheWrite {
+        /// The producer block.
+        block: String,
+        /// The buffer.
+        buffer: String,
+        /// `local` or `shared`.
+        scope: String,
+        /// The loop under which the region is staged.
+        #[serde(default)]
+        at: Option<String>,
+    },
+    /// Stage II: change the scope of a scratch buffer (`global`, `shared`, `local`); to
+    /// `shared` only where all its accesses happen inside one block's threads.
+    SetScope {
+        /// The scratch buffer.
+        buffer: String,
+        /// The new scope.
+        scope: String,
+    },
 }
 
 impl Instruction {
@@ -238,6 +304,11 @@ impl Instruction {
             Instruction::Rfactor { .. } => "rfactor",
             Instruction::Annotate { .. } => "annotate",
             Instruction::Unannotate { .. } => "unannotate",
+            Instruction::CacheRead { .. } => "cache_read",
+            Instruction::CacheWrite { .. } => "cache_write",
+            Instruction::ReverseCacheRead { .. } => "reverse_cache_read",
+            Instruction::ReverseCacheWrite { .. } => "reverse_cache_write",
+            Instruction::SetScope { .. } => "set_scope",
         }
     }
     /// True for primitives that transform the stage-I program.

@@ -219,6 +219,32 @@ class Schedule:
         """Removes the annotation ``key`` from ``loop``."""
         self._s.unannotate(loop, key)
 
+    def cache_read(self, block: str, buffer: str, scope: str, at: str | None = None) -> None:
+        """Stages the elements of ``buffer`` that ``block`` reads under loop ``at`` (default: the
+        block's outermost loop) in a new ``local`` or ``shared`` cache ``BUFFER_SCOPE``, filled
+        by a copy stage before the consumer; the cache is laid out like the buffer's region."""
+        self._s.cache_read(block, buffer, scope, at)
+
+    def cache_write(self, block: str, buffer: str, scope: str, at: str | None = None) -> None:
+        """Stages the element ``block`` writes of ``buffer`` under loop ``at`` in a cache, loaded
+        first when the block also reads it, and written back after the consumer."""
+        self._s.cache_write(block, buffer, scope, at)
+
+    def reverse_cache_read(self, block: str, buffer: str, scope: str, at: str | None = None) -> None:
+        """Like ``cache_read``, but the cache is indexed by the consumer's loops and the (possibly
+        indirect) index is applied in the copy stage: a gather."""
+        self._s.reverse_cache_read(block, buffer, scope, at)
+
+    def reverse_cache_write(self, block: str, buffer: str, scope: str, at: str | None = None) -> None:
+        """Accumulates ``block``'s sum into ``buffer`` in a zeroed cache indexed by the consumer's
+        loops, then adds it back (a scatter-add, atomic when the update was atomic)."""
+        self._s.reverse_cache_write(block, buffer, scope, at)
+
+    def set_scope(self, buffer: str, scope: str) -> None:
+        """Changes the scope (``global``, ``shared``, ``local``) of a scratch buffer; ``shared``
+        only where all its accesses happen inside one GPU block's threads."""
+        self._s.set_scope(buffer, scope)
+
     def __repr__(self) -> str:
         return f"Schedule({self.kernel.name!r}, {self.primitives()})"
 

@@ -2,7 +2,8 @@
 //! `attr KEY = VALUE { loop }` (TVM's `AttrStmt`).
 //!
 //! - `atomic`: every store in the loop must be a sum `b[idx] = b[idx] + e` (with `e` not
-//!   reading `b`); each becomes `atomic_add(b[idx], e)`. Atomics commute, so the loop may
+//!   reading `b`; the old value may also be `select(c, b[idx], 0)` under an `if c`, as lowering
+//!   writes a scatter through a row map); each becomes `atomic_add(b[idx], e)`. Atomics commute, so the loop may
 //!   then be bound or parallelized even where iterations update one element.
 //! - `pragma_unroll` (value ≥ 1): an unroll-count hint for the loop.
 //! - `prefetch` (value ≥ 1): CPU code prefetches the loop's affine loads `value` iterations
@@ -20,6 +21,28 @@ use lacuna_stage2::{AtomicOp, Expr, Stmt};
 pub const KEYS: [&str; 3] = ["atomic", "pragma_unroll", "prefetch"];
 
 fn to_atomic(stmts: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
+    to_atomic_under(stmts, &mut Vec::new())
+}
+
+/// True when `l` is the old value `b[i]` of a sum: the load itself, or `select(c, b[i], 0)`
+/// under a guard `if c` (what lowering writes for a scatter through a row map).
+fn is_old_value(l: &Expr, buffer: &str, indices: &[Expr], guards: &[Expr]) -> bool {
+    match l {
+        Expr::Load {
+            buffer: b,
+            indices: i,
+        } => b == buffer && i == indices,
+        Expr::Select(c, a, z) => {
+            matches!(&**z, Expr::Float(v, _) if *v == 0.0)
+                && guards.contains(c)
+                && is_old_value(a, buffer, indices, guards)
+        }
+        _ => false,
+    }
+}
+
+/// `to_atomic` with the conditions of the enclosing `if`s.
+fn to_atomic_under(stmts: Vec<Stmt>, guards: &mut Vec<Expr>) -> Result<Vec<Stmt>, String> {
     stmts
         .into_iter()
         .map(|s| {
@@ -30,8 +53,7 @@ fn to_atomic(stmts: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
                     value,
                 } => match value {
                     Expr::Binary(BinOp::Add, l, e)
-                        if matches!(&*l, Expr::Load { buffer: b, indices: i } if *b == buffer && *i == indices)
-                            && !reads(&e, &buffer) =>
+                        if is_old_value(&l, &buffer, &indices, guards) && !reads(&e, &buffer) =>
                     {
                         Stmt::Atomic {
                             op: AtomicOp::Add,
@@ -46,7 +68,21 @@ fn to_atomic(stmts: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
                         ))
                     }
                 },
-                other => other.try_map_bodies(&mut to_atomic)?,
+                Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                } => {
+                    guards.push(cond.clone());
+                    let then_body = to_atomic_under(then_body, guards);
+                    guards.pop();
+                    Stmt::If {
+                        cond,
+                        then_body: then_body?,
+                        else_body: to_atomic_under(else_body, guards)?,
+                    }
+                }
+                other => other.try_map_bodies(&mut |b| to_atomic_under(b, guards))?,
             })
         })
         .collect()

@@ -2,6 +2,7 @@
 
 pub mod annotate;
 pub mod blockize;
+pub mod cache;
 pub mod compute_at;
 pub mod decompose_format;
 pub mod horizontal;
