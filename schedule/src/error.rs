@@ -107,6 +107,9 @@ pub enum Condition {
         /// What it would be reordered with.
         what: String,
     },
+    /// Preprocessing cannot be extracted.
+    #[error(transparent)]
+    Preprocess(#[from] lacuna_stage2::passes::extract_preprocess::ExtractError),
     /// The program after the primitive fails to verify or lower.
     #[error("{0}")]
     Invalid(String),
@@ -146,6 +149,7 @@ impl ScheduleError {
             Instruction::Rfactor { r#loop } => format!("{loop:?}"),
             Instruction::Annotate { r#loop, key, value } => format!("{loop:?}, {key:?}, {value}"),
             Instruction::Unannotate { r#loop, key } => format!("{loop:?}, {key:?}"),
+            Instruction::ExtractPreprocess => String::new(),
         };
         ScheduleError {
             primitive: inst.name(),

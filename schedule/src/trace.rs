@@ -206,6 +206,11 @@ pub enum Instruction {
         /// The annotation's key.
         key: String,
     },
+    /// Stage II post pass: move the structure-only work (coordinate searches over
+    /// indptr/indices, and the iterations annotated `preprocess`) into a preprocessing
+    /// function that runs once per matrix before the kernel; the kernel reads the searches'
+    /// results from aux buffers `mid_K` (SparseTIR's `ExtractPreprocess`/`RemovePreprocess`).
+    ExtractPreprocess,
 }
 
 impl Instruction {
@@ -238,6 +243,7 @@ impl Instruction {
             Instruction::Rfactor { .. } => "rfactor",
             Instruction::Annotate { .. } => "annotate",
             Instruction::Unannotate { .. } => "unannotate",
+            Instruction::ExtractPreprocess => "extract_preprocess",
         }
     }
     /// True for primitives that transform the stage-I program.
