@@ -478,6 +478,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 "target": target.name(),
                 "compile_seconds": report.compile_seconds,
                 "conversion_seconds": report.conversion_seconds,
+                "preprocess_seconds": report.preprocess_seconds,
                 "run_seconds": { "min": min, "median": median(&mut times) },
                 "repeat": report.run_seconds.len(),
                 "schedule": match (&schedule, &default) {

@@ -7,6 +7,7 @@ use crate::primitives::{
 };
 use crate::trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};
 use lacuna_stage1::{sparsify, verify, Program};
+use lacuna_stage2::passes::extract_preprocess::{extract_preprocess, Preprocess};
 use lacuna_stage2::{lower_to_stage2, Func};
 
 /// A program being scheduled. Stage-I primitives transform the (sparsified) stage-I program;
@@ -17,6 +18,7 @@ pub struct Schedule {
     stage2: Option<Func>,
     trace: Vec<Instruction>,
     conversions: Vec<Conversion>,
+    preprocess: Option<Preprocess>,
 }
 
 impl Schedule {
@@ -34,6 +36,7 @@ impl Schedule {
             stage2: None,
             trace: Vec::new(),
             conversions: Vec::new(),
+            preprocess: None,
         })
     }
 
@@ -49,6 +52,27 @@ impl Schedule {
     /// The conversions that `decompose_format` primitives need before the kernel runs.
     pub fn conversions(&self) -> &[Conversion] {
         &self.conversions
+    }
+
+    /// The preprocessing function that `extract_preprocess` split off the kernel, if any: it
+    /// runs once per matrix before the kernel and fills the kernel's aux buffers.
+    pub fn preprocess(&self) -> Option<&Preprocess> {
+        self.preprocess.as_ref()
+    }
+
+    /// The iterations annotated `preprocess` = `true` (SparseTIR's `sparse_annotate`), which
+    /// `extract_preprocess` moves into the preprocessing function.
+    pub fn preprocess_iterations(&self) -> std::collections::BTreeSet<String> {
+        self.program
+            .iterations()
+            .into_iter()
+            .filter(|it| {
+                it.annotations
+                    .get("preprocess")
+                    .is_some_and(|v| v == "true" || v == "1")
+            })
+            .map(|it| it.name.clone())
+            .collect()
     }
 
     /// The names of the loops enclosing block `block`, outermost first (`BLOCK:var` where a
@@ -188,6 +212,19 @@ impl Schedule {
             self.conversions.extend(pending);
         } else {
             let f = self.stage2()?;
+            if let Instruction::ExtractPreprocess = &inst {
+                if self.preprocess.is_some() {
+                    return Err(err(Condition::BadArgument {
+                        what: "the preprocessing is already extracted".into(),
+                    }));
+                }
+                let (kernel, pre) = extract_preprocess(f, &self.preprocess_iterations())
+                    .map_err(|e| err(e.into()))?;
+                self.stage2 = Some(kernel);
+                self.preprocess = Some(pre);
+                self.trace.push(inst);
+                return Ok(());
+            }
             if let Instruction::Rfactor { r#loop } = &inst {
                 let g = crate::primitives::rfactor::rfactor(f, r#loop).map_err(err)?;
                 self.stage2 = Some(g);
