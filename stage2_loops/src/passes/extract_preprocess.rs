@@ -591,6 +591,9 @@ impl Cx<'_> {
         let dtype = expr_type(&self.func, &v, &|_| Some(DType::I64));
         // index = ((v0 - s0) * e1 + (v1 - s1)) * e2 + ...; len = e0 * e1 * ...
         let extent = |l: &Loop| {
+            if l.start == Expr::i64(0) {
+                return Expr::bin(BinOp::Max, l.end.clone(), Expr::i64(0));
+            }
             Expr::bin(
                 BinOp::Max,
                 Expr::sub(l.end.clone(), l.start.clone()),
@@ -600,7 +603,11 @@ impl Cx<'_> {
         let mut index = Expr::i64(0);
         let mut len = Expr::i64(1);
         for (n, l) in loops.iter().enumerate() {
-            let off = Expr::sub(Expr::var(&l.var), l.start.clone());
+            let off = if l.start == Expr::i64(0) {
+                Expr::var(&l.var)
+            } else {
+                Expr::sub(Expr::var(&l.var), l.start.clone())
+            };
             index = if n == 0 {
                 off
             } else {
