@@ -23,6 +23,11 @@ fn config() -> ProptestConfig {
     }
 }
 
+/// Inputs by name.
+type Inputs = BTreeMap<String, Input>;
+/// Expected sparse entries: coordinates and value, row-major.
+type Entries = Vec<(Vec<usize>, f64)>;
+
 fn schedule_file(name: &str) -> ScheduleFile {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("examples/schedules/{name}.ron"));
@@ -52,12 +57,7 @@ fn run(
     (r.outputs[out].clone(), r.preprocess_seconds)
 }
 
-fn sddmm_inputs(
-    m: usize,
-    n: usize,
-    rows: &[Vec<(usize, f64)>],
-    seed: u64,
-) -> (BTreeMap<String, Input>, Vec<(Vec<usize>, f64)>) {
+fn sddmm_inputs(m: usize, n: usize, rows: &[Vec<(usize, f64)>], seed: u64) -> (Inputs, Entries) {
     let k = 5;
     let x = values(m * k, seed);
     let w = values(n * k, seed ^ 7);
@@ -129,7 +129,7 @@ proptest! {
     }
 }
 
-fn random_sddmm() -> (Program, BTreeMap<String, Input>, Vec<(Vec<usize>, f64)>) {
+fn random_sddmm() -> (Program, Inputs, Entries) {
     let rows: Vec<Vec<(usize, f64)>> = vec![
         vec![(0, 1.0), (3, 2.0)],
         vec![],
