@@ -2,7 +2,8 @@
 //! legal when the parts write disjoint rows (whole-row ELL buckets and a CSR remainder), checked
 //! from the decomposition; results equal the dense reference on the JIT and the stage-II
 //! interpreter (which reports races between the iterations of a bound loop); parts that split rows
-//! are rejected with an error naming the buffer and the part.
+//! are rejected with an error naming the buffer and the part, unless the loop is annotated
+//! `atomic` (its sums into C become atomic adds).
 
 mod common;
 
@@ -54,6 +55,25 @@ fn bound_trace() -> Vec<Instruction> {
     trace
 }
 
+/// Buckets, then long rows split into chunks of 4; the fused loop annotated `atomic`.
+fn atomic_trace(last: Instruction) -> Vec<Instruction> {
+    vec![
+        Instruction::DecomposeFormat {
+            buffer: "A".into(),
+            into: "(+ (bucket 1 2 (ell 1)) (+ (bucket 2 3 (ell 2)) (split_rows 2)))".into(),
+        },
+        Instruction::HorizontalFuse {
+            loops: vec!["i.p0".into(), "i.p1".into(), "i.p2".into()],
+        },
+        Instruction::Annotate {
+            r#loop: "i.p0_hfused".into(),
+            key: "atomic".into(),
+            value: 0,
+        },
+        last,
+    ]
+}
+
 proptest! {
     #![proptest_config(config())]
 
@@ -71,7 +91,14 @@ proptest! {
         ]);
         let parallel = schedule_file("spmm_hyb_hfused_parallel");
         let bound = ScheduleFile { trace: bound_trace(), ..parallel.clone() };
+        // Rows split into chunks (split_rows) are summed atomically instead.
+        let atomic = |last: Instruction| ScheduleFile { trace: atomic_trace(last), ..parallel.clone() };
+        let atomic_parallel = atomic(Instruction::Parallel { r#loop: "i.p0_hfused".into() });
+        let atomic_bound = atomic(Instruction::Bind { r#loop: "i.p0_hfused".into(), thread: "blockIdx.x".into() });
         for (file, target) in [
+            (&atomic_parallel, Target::Interp),
+            (&atomic_parallel, Target::Jit),
+            (&atomic_bound, Target::Interp),
             (&parallel, Target::Interp),
             (&parallel, Target::Jit),
             // The stage-II interpreter checks the iterations of a bound loop for races (two

@@ -1,7 +1,9 @@
 //! `annotate(loop, key, value)` / `unannotate(loop, key)`: a loop wrapped in
 //! `attr KEY = VALUE { loop }` (TVM's `AttrStmt`).
 //!
-//! - `atomic`: every store in the loop must be a sum `b[idx] = b[idx] + e` (with `e` not
+//! - `atomic`: every store in the loop must be a sum `b[idx] = b[idx] + e` (or
+//!   `select(c, b[idx], 0) + e` under an enclosing `if c`, as lowering writes sums into a row
+//!   found by a lookup) (with `e` not
 //!   reading `b`); each becomes `atomic_add(b[idx], e)`. Atomics commute, so the loop may
 //!   then be bound or parallelized even where iterations update one element.
 //! - `pragma_unroll` (value ≥ 1): an unroll-count hint for the loop.
@@ -20,17 +22,51 @@ use lacuna_stage2::{AtomicOp, Expr, Stmt};
 pub const KEYS: [&str; 3] = ["atomic", "pragma_unroll", "prefetch"];
 
 fn to_atomic(stmts: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
+    to_atomic_under(stmts, &[])
+}
+
+/// `b[i]`, or `select(c, b[i], 0)` with `c` one of the enclosing conditions `guards` (so that
+/// the select is `b[i]`: the form lowering gives a sum into a row found by a lookup).
+fn is_own_element(l: &Expr, buffer: &str, indices: &[Expr], guards: &[Expr]) -> bool {
+    match l {
+        Expr::Load {
+            buffer: b,
+            indices: i,
+        } => b == buffer && i == indices,
+        Expr::Select(c, a, z) => {
+            guards.contains(c)
+                && matches!(**z, Expr::Float(v, _) if v == 0.0)
+                && is_own_element(a, buffer, indices, guards)
+        }
+        _ => false,
+    }
+}
+
+fn to_atomic_under(stmts: Vec<Stmt>, guards: &[Expr]) -> Result<Vec<Stmt>, String> {
     stmts
         .into_iter()
         .map(|s| {
             Ok(match s {
+                Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                } => {
+                    let mut inner = guards.to_vec();
+                    inner.push(cond.clone());
+                    Stmt::If {
+                        then_body: to_atomic_under(then_body, &inner)?,
+                        else_body: to_atomic_under(else_body, guards)?,
+                        cond,
+                    }
+                }
                 Stmt::Store {
                     buffer,
                     indices,
                     value,
                 } => match value {
                     Expr::Binary(BinOp::Add, l, e)
-                        if matches!(&*l, Expr::Load { buffer: b, indices: i } if *b == buffer && *i == indices)
+                        if is_own_element(&l, &buffer, &indices, guards)
                             && !reads(&e, &buffer) =>
                     {
                         Stmt::Atomic {
@@ -46,7 +82,7 @@ fn to_atomic(stmts: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
                         ))
                     }
                 },
-                other => other.try_map_bodies(&mut to_atomic)?,
+                other => other.try_map_bodies(&mut |b| to_atomic_under(b, guards))?,
             })
         })
         .collect()

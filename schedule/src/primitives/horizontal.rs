@@ -252,7 +252,7 @@ pub fn check_parallel(body: &[Stmt], name: &str, facts: &RowFacts) -> Result<(),
                 return Err(carried(
                     buffer,
                     format!(
-                        "part `{v}` writes it at `{first}`, not at the row of an exclusive part: rows may repeat (split_rows, ell) — annotate the loop `atomic` or use whole-row buckets"
+                        "part `{v}` writes it at `{first}`, not at the row of an exclusive part: rows may repeat (split_rows, ell): annotate the loop `atomic` first, or use whole-row buckets"
                     ),
                 ));
             };
