@@ -307,3 +307,47 @@ fn lacuna_run_reports_preprocess_seconds() {
     assert_eq!(pre["checksum"], plain["checksum"], "same result");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn lacuna_bench_reports_preprocess_s() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lacuna"))
+        .args([
+            "bench",
+            "--gen",
+            "er:200:4",
+            "--kernels",
+            "sddmm",
+            "--k",
+            "4",
+        ])
+        .args(["--repeat", "2", "--schedule"])
+        .arg(root.join("examples/schedules/sddmm_fused_pre.ron"))
+        .arg("--schedule")
+        .arg(root.join("examples/schedules/sddmm_fused.ron"))
+        .output()
+        .expect("lacuna bench runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    let (pre, plain) = if recs[0]["schedule"]
+        .as_str()
+        .expect("a schedule")
+        .ends_with("_pre.ron")
+    {
+        (&recs[0], &recs[1])
+    } else {
+        (&recs[1], &recs[0])
+    };
+    let secs = pre["preprocess_s"].as_f64().expect("a number");
+    assert!(secs > 0.0 && secs.is_finite(), "{pre}");
+    assert!(plain["preprocess_s"].as_f64().is_some(), "{plain}");
+    assert_eq!(pre["checksum"], plain["checksum"], "same results");
+}
