@@ -189,6 +189,11 @@ pub struct Record {
     pub compile_s: f64,
     /// Seconds to convert and bind the inputs (format conversion), once per matrix.
     pub convert_s: f64,
+    /// Seconds of the extracted preprocessing function (`extract_preprocess`: coordinate
+    /// searches, `preprocess` iterations), once per matrix, not part of the timed runs; 0
+    /// without one.
+    #[serde(default)]
+    pub preprocess_s: f64,
     /// Fastest timed run, seconds.
     pub run_s_min: f64,
     /// Median timed run, seconds.
@@ -497,6 +502,8 @@ pub struct Prepared<'a> {
     pub bindings: Bindings,
     /// Seconds to convert and bind the inputs.
     pub convert_s: f64,
+    /// Seconds of the preprocessing function (run once here, not by the timed runs).
+    pub preprocess_s: f64,
     /// Useful floating-point operations per run.
     pub flops: f64,
     /// Minimal traffic per run in bytes.
@@ -541,6 +548,11 @@ impl Compiled {
         let bindings = bind_with(&self.program, &inputs, &BTreeMap::new(), given)
             .map_err(DriverError::from)?;
         let convert_s = t.elapsed().as_secs_f64();
+        let mut bindings = bindings;
+        driver::reset_outputs(&self.program, &mut bindings);
+        let t = Instant::now();
+        self.exe.run_preprocess(&self.program, &mut bindings)?;
+        let preprocess_s = t.elapsed().as_secs_f64();
         let width = if self.def.uses_k { k } else { 1 };
         // The same model as ../shared/bench/anchors: 2 flops per stored entry and feature
         // (SDDMM's scaling by S's values is not counted).
@@ -550,6 +562,7 @@ impl Compiled {
             compiled: self,
             bindings,
             convert_s,
+            preprocess_s,
             flops,
             bytes,
         })
@@ -579,9 +592,9 @@ impl Prepared<'_> {
     /// Resets the outputs and runs once; returns the seconds of the run alone.
     pub fn run_once(&mut self) -> Result<f64, BenchError> {
         let c = self.compiled;
-        driver::reset_outputs(&c.program, &mut self.bindings);
+        c.exe.reset_outputs(&c.program, &mut self.bindings);
         let t = Instant::now();
-        c.exe.run(&c.program, &mut self.bindings)?;
+        c.exe.run_kernel(&c.program, &mut self.bindings)?;
         Ok(t.elapsed().as_secs_f64())
     }
 
@@ -589,7 +602,7 @@ impl Prepared<'_> {
     /// initialize their outputs themselves).
     pub fn run_raw(&mut self) -> Result<(), BenchError> {
         let c = self.compiled;
-        c.exe.run(&c.program, &mut self.bindings)?;
+        c.exe.run_kernel(&c.program, &mut self.bindings)?;
         Ok(())
     }
 
@@ -827,6 +840,7 @@ fn measure(
         threads_used,
         compile_s: c.compile_s,
         convert_s: prep.convert_s,
+        preprocess_s: prep.preprocess_s,
         run_s_min: min,
         run_s_median: med,
         flops: prep.flops,

@@ -12,6 +12,7 @@ use lacuna_stage1::{
     bind_with, interpret, unpack, verify, BindError, Bindings, Input, InterpError, Output, Program,
     Role, VerifyError,
 };
+use lacuna_stage2::passes::extract_preprocess::{allocate_aux, Preprocess};
 use lacuna_stage2::{
     interpret_func, interpret_gpu, lower, Config, LowerError, Lowered, Stage2InterpError,
 };
@@ -361,6 +362,16 @@ pub enum Executable {
     InterpGpu(Box<Lowered>),
     /// A kernel loaded on a CUDA GPU.
     Cuda(Box<CudaKernel>),
+    /// A kernel with a preprocessing function (see `extract_preprocess`): `preprocess` runs
+    /// once per matrix and fills the aux buffers that `kernel` reads.
+    Preprocessed {
+        /// The kernel.
+        kernel: Box<Executable>,
+        /// The preprocessing function, built for the host (JIT) or the interpreter.
+        preprocess: Box<Executable>,
+        /// Its aux buffers and the buffers it writes.
+        stage: Box<Preprocess>,
+    },
 }
 
 impl Executable {
@@ -396,10 +407,30 @@ impl Executable {
                 kernel: p.name.clone(),
             });
         }
-        let s = Schedule::replay(p, &file.trace)?;
+        let mut s = Schedule::replay(p, &file.trace)?;
+        if s.preprocess().is_none() && !s.preprocess_iterations().is_empty() {
+            // Iterations annotated `preprocess` always run in the preprocessing function.
+            s.apply(lacuna_schedule::Instruction::ExtractPreprocess)?;
+        }
         let stage2 = s.stage2()?;
         let program = s.program().clone();
         let exe = Executable::build_scheduled(&program, Some(stage2), target)?;
+        let exe = match (s.preprocess(), target) {
+            (Some(pre), t) if t != Target::InterpStage1 => {
+                let pre_target = match t {
+                    Target::Jit | Target::Cuda(_) => Target::Jit,
+                    _ => Target::Interp,
+                };
+                let preprocess =
+                    Executable::build_scheduled(&program, Some(pre.func.clone()), pre_target)?;
+                Executable::Preprocessed {
+                    kernel: Box::new(exe),
+                    preprocess: Box::new(preprocess),
+                    stage: Box::new(pre.clone()),
+                }
+            }
+            _ => exe,
+        };
         Ok((program, exe, s.conversions().to_vec()))
     }
 
@@ -452,13 +483,61 @@ impl Executable {
     pub fn has_parallel_loops(&self) -> bool {
         match self {
             Executable::Jit(k) => k.llvm_ir().contains("lacuna_rt_parallel_for"),
+            Executable::Preprocessed { kernel, .. } => kernel.has_parallel_loops(),
             _ => false,
         }
     }
 
-    /// Runs once on `b`.
+    /// The preprocessing stage, if the schedule extracted one.
+    pub fn preprocess_stage(&self) -> Option<&Preprocess> {
+        match self {
+            Executable::Preprocessed { stage, .. } => Some(stage),
+            _ => None,
+        }
+    }
+
+    /// Runs the preprocessing function on `b` (allocating its aux buffers): once per matrix,
+    /// before [`Executable::run_kernel`]. Does nothing without one.
+    pub fn run_preprocess(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
+        if let Executable::Preprocessed {
+            preprocess, stage, ..
+        } = self
+        {
+            allocate_aux(stage, b)?;
+            preprocess.run(p, b)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the kernel alone on `b`, whose aux buffers [`Executable::run_preprocess`] filled.
+    pub fn run_kernel(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
+        match self {
+            Executable::Preprocessed { kernel, .. } => kernel.run(p, b),
+            other => other.run(p, b),
+        }
+    }
+
+    /// Zero-fills the output and intermediate buffers between runs of the kernel, except those
+    /// the preprocessing function wrote.
+    pub fn reset_outputs(&self, p: &Program, b: &mut Bindings) {
+        let keep = self.preprocess_stage().map_or(&[][..], |s| &s.writes[..]);
+        for buf in p.buffers.iter().filter(|x| x.role != Role::Input) {
+            if keep.contains(&buf.name) {
+                continue;
+            }
+            if let Some(a) = b.buffers.get_mut(&buf.name) {
+                *a = lacuna_ir::ArrayData::zeros(a.dtype(), a.len());
+            }
+        }
+    }
+
+    /// Runs once on `b` (the preprocessing function first, where there is one).
     pub fn run(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
         match self {
+            Executable::Preprocessed { kernel, .. } => {
+                self.run_preprocess(p, b)?;
+                kernel.run(p, b)?;
+            }
             Executable::Jit(k) => k.run(b)?,
             Executable::Interp(l) => interpret_func(&l.flat, b)?,
             Executable::InterpStage1(_) => interpret(p, b)?,
@@ -484,8 +563,11 @@ pub fn reset_outputs(p: &Program, b: &mut Bindings) {
 pub struct RunReport {
     /// Seconds to lower and compile.
     pub compile_seconds: f64,
-    /// Seconds of the format conversions (preprocessing), once per data.
+    /// Seconds of the format conversions (`decompose_format`), once per data.
     pub conversion_seconds: f64,
+    /// Seconds of the extracted preprocessing function (`extract_preprocess`), once per data;
+    /// 0 without one.
+    pub preprocess_seconds: f64,
     /// Seconds of each kernel run.
     pub run_seconds: Vec<f64>,
     /// Outputs by buffer name.
@@ -700,11 +782,16 @@ pub fn run_kernel_scheduled(
     let given = convert_inputs(&conversions, inputs)?;
     let conversion_seconds = t1.elapsed().as_secs_f64();
     let mut b = bind_with(p, inputs, params, given)?;
+    // Preprocessing runs once, before the first reset: what it writes stays for every run.
+    reset_outputs(p, &mut b);
+    let t2 = Instant::now();
+    exe.run_preprocess(p, &mut b)?;
+    let preprocess_seconds = t2.elapsed().as_secs_f64();
     let mut run_seconds = Vec::new();
     for _ in 0..repeat.max(1) {
-        reset_outputs(p, &mut b);
+        exe.reset_outputs(p, &mut b);
         let t = Instant::now();
-        exe.run(p, &mut b)?;
+        exe.run_kernel(p, &mut b)?;
         run_seconds.push(t.elapsed().as_secs_f64());
     }
     let mut outputs = BTreeMap::new();
@@ -714,6 +801,7 @@ pub fn run_kernel_scheduled(
     Ok(RunReport {
         compile_seconds,
         conversion_seconds,
+        preprocess_seconds,
         run_seconds,
         outputs,
         params: b.params,
@@ -765,6 +853,7 @@ pub fn run_coiteration(
     Ok(RunReport {
         compile_seconds,
         conversion_seconds,
+        preprocess_seconds: 0.0,
         run_seconds,
         outputs,
         params: b.params,

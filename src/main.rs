@@ -478,6 +478,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 "target": target.name(),
                 "compile_seconds": report.compile_seconds,
                 "conversion_seconds": report.conversion_seconds,
+                "preprocess_seconds": report.preprocess_seconds,
                 "run_seconds": { "min": min, "median": median(&mut times) },
                 "repeat": report.run_seconds.len(),
                 "schedule": match (&schedule, &default) {
@@ -675,16 +676,36 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 .as_deref()
                 .map(lacuna::driver::load_schedule)
                 .transpose()?;
-            let (p, stage2) = match &schedule {
+            let (p, stage2, pre) = match &schedule {
                 None => (
                     p.clone(),
                     lacuna::stage2::lower_to_stage2(&p, &mut hook).map_err(DriverError::from)?,
+                    None,
                 ),
                 Some(file) => {
                     let s = lacuna::schedule::Schedule::replay(&p, &file.trace)
                         .map_err(DriverError::from)?;
-                    (s.program().clone(), s.stage2().map_err(DriverError::from)?)
+                    (
+                        s.program().clone(),
+                        s.stage2().map_err(DriverError::from)?,
+                        s.preprocess().map(|x| x.func.clone()),
+                    )
                 }
+            };
+            // The preprocessing function (`ExtractPreprocess`) prints after the kernel.
+            let pre_text = |flat: bool| -> Result<String, DriverError> {
+                Ok(match &pre {
+                    None => String::new(),
+                    Some(f) if flat => format!(
+                        "\n{}",
+                        print_func(&lacuna::stage2::lower_to_flat(
+                            f.clone(),
+                            &Config::default(),
+                            &mut |_, _| {}
+                        )?)
+                    ),
+                    Some(f) => format!("\n{}", print_func(f)),
+                })
             };
             let flat = || {
                 lacuna::stage2::lower_to_flat(stage2.clone(), &Config::default(), &mut |_, _| {})
@@ -692,8 +713,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
             };
             match stage {
                 StageArg::One => print!("{}", print_program(&p)),
-                StageArg::Two => print!("{}", print_func(&stage2)),
-                StageArg::Flat => print!("{}", print_func(&flat()?)),
+                StageArg::Two => print!("{}{}", print_func(&stage2), pre_text(false)?),
+                StageArg::Flat => print!("{}{}", print_func(&flat()?), pre_text(true)?),
                 StageArg::Llvm => match gpu {
                     None => print!(
                         "{}",

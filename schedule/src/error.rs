@@ -107,6 +107,9 @@ pub enum Condition {
         /// What it would be reordered with.
         what: String,
     },
+    /// Preprocessing cannot be extracted.
+    #[error(transparent)]
+    Preprocess(#[from] lacuna_stage2::passes::extract_preprocess::ExtractError),
     /// The program after the primitive fails to verify or lower.
     #[error("{0}")]
     Invalid(String),
@@ -174,6 +177,7 @@ impl ScheduleError {
                 None => format!("{block:?}, {buffer:?}, {scope:?}"),
             },
             Instruction::SetScope { buffer, scope } => format!("{buffer:?}, {scope:?}"),
+            Instruction::ExtractPreprocess => String::new(),
         };
         ScheduleError {
             primitive: inst.name(),

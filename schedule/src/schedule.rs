@@ -8,7 +8,13 @@ use crate::primitives::{
 };
 use crate::trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};
 use lacuna_stage1::{sparsify, verify, Program};
-use lacuna_stage2::{lower_to_stage2, Func};
+use lacuna_stage2::passes::extract_preprocess::{extract_preprocess, Preprocess};
+use lacuna_stage2::{lower_to_stage2, ForKind, Func, GpuAxis};
+
+/// Whether a loop name (`var` or `BLOCK:var`) names a dispatch loop of `horizontal_fuse`.
+fn is_hfused(name: &str) -> bool {
+    name.ends_with("_hfused")
+}
 
 /// A program being scheduled. Stage-I primitives transform the (sparsified) stage-I program;
 /// the first stage-II primitive lowers it to stage II, where the rest apply.
@@ -18,6 +24,7 @@ pub struct Schedule {
     stage2: Option<Func>,
     trace: Vec<Instruction>,
     conversions: Vec<Conversion>,
+    preprocess: Option<Preprocess>,
 }
 
 impl Schedule {
@@ -35,6 +42,7 @@ impl Schedule {
             stage2: None,
             trace: Vec::new(),
             conversions: Vec::new(),
+            preprocess: None,
         })
     }
 
@@ -50,6 +58,27 @@ impl Schedule {
     /// The conversions that `decompose_format` primitives need before the kernel runs.
     pub fn conversions(&self) -> &[Conversion] {
         &self.conversions
+    }
+
+    /// The preprocessing function that `extract_preprocess` split off the kernel, if any: it
+    /// runs once per matrix before the kernel and fills the kernel's aux buffers.
+    pub fn preprocess(&self) -> Option<&Preprocess> {
+        self.preprocess.as_ref()
+    }
+
+    /// The iterations annotated `preprocess` = `true` (SparseTIR's `sparse_annotate`), which
+    /// `extract_preprocess` moves into the preprocessing function.
+    pub fn preprocess_iterations(&self) -> std::collections::BTreeSet<String> {
+        self.program
+            .iterations()
+            .into_iter()
+            .filter(|it| {
+                it.annotations
+                    .get("preprocess")
+                    .is_some_and(|v| v == "true" || v == "1")
+            })
+            .map(|it| it.name.clone())
+            .collect()
     }
 
     /// The names of the loops enclosing block `block`, outermost first (`BLOCK:var` where a
@@ -141,6 +170,12 @@ impl Schedule {
         }
     }
 
+    /// Checks that the fused dispatch loop `name` may run in parallel (see
+    /// [`horizontal::check_parallel`]), from what the conversions guarantee.
+    fn check_hfused(&self, body: &[lacuna_stage2::Stmt], name: &str) -> Result<(), Condition> {
+        horizontal::check_parallel(body, name, &horizontal::RowFacts::of(&self.conversions))
+    }
+
     /// Applies one primitive; on error the schedule is unchanged.
     pub fn apply(&mut self, inst: Instruction) -> Result<(), ScheduleError> {
         let err = |c: Condition| ScheduleError::new(&inst, c);
@@ -189,6 +224,19 @@ impl Schedule {
             self.conversions.extend(pending);
         } else {
             let f = self.stage2()?;
+            if let Instruction::ExtractPreprocess = &inst {
+                if self.preprocess.is_some() {
+                    return Err(err(Condition::BadArgument {
+                        what: "the preprocessing is already extracted".into(),
+                    }));
+                }
+                let (kernel, pre) = extract_preprocess(f, &self.preprocess_iterations())
+                    .map_err(|e| err(e.into()))?;
+                self.stage2 = Some(kernel);
+                self.preprocess = Some(pre);
+                self.trace.push(inst);
+                return Ok(());
+            }
             if let Instruction::Rfactor { r#loop } = &inst {
                 let g = crate::primitives::rfactor::rfactor(f, r#loop).map_err(err)?;
                 self.stage2 = Some(g);
@@ -239,13 +287,31 @@ impl Schedule {
                 Instruction::Split { r#loop, factors } => {
                     loop_transform::split(body, r#loop, factors)
                 }
-                Instruction::Bind { r#loop, thread } => loop_kind::bind(body, r#loop, thread),
+                Instruction::Bind { r#loop, thread } => {
+                    match loop_kind::bind(body.clone(), r#loop, thread) {
+                        Err(e) if is_hfused(r#loop) => match GpuAxis::from_name(thread) {
+                            Some(axis) => self
+                                .check_hfused(&body, r#loop)
+                                .and_then(|_| loop_kind::mark(body, r#loop, ForKind::Bound(axis))),
+                            None => Err(e),
+                        },
+                        other => other,
+                    }
+                }
                 Instruction::Divide { r#loop, parts } => {
                     loop_transform::split(body, r#loop, &[Some(*parts), None])
                 }
                 Instruction::Fuse { outer, inner } => loop_transform::fuse(body, outer, inner),
                 Instruction::Reorder { loops } => loop_transform::reorder(body, loops),
-                Instruction::Parallel { r#loop } => loop_kind::parallel(body, r#loop),
+                Instruction::Parallel { r#loop } => {
+                    match loop_kind::parallel(body.clone(), r#loop) {
+                        // A fused dispatch loop: parts writing disjoint rows are independent.
+                        Err(_) if is_hfused(r#loop) => self
+                            .check_hfused(&body, r#loop)
+                            .and_then(|_| loop_kind::mark(body, r#loop, ForKind::Parallel)),
+                        other => other,
+                    }
+                }
                 Instruction::Vectorize { r#loop } => loop_kind::vectorize(body, r#loop),
                 Instruction::Unroll { r#loop } => loop_kind::unroll(body, r#loop),
                 Instruction::ComputeAt { block, r#loop } => {

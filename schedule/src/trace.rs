@@ -272,6 +272,11 @@ pub enum Instruction {
         /// The new scope.
         scope: String,
     },
+    /// Stage II post pass: move the structure-only work (coordinate searches over
+    /// indptr/indices, and the iterations annotated `preprocess`) into a preprocessing
+    /// function that runs once per matrix before the kernel; the kernel reads the searches'
+    /// results from aux buffers `mid_K` (SparseTIR's `ExtractPreprocess`/`RemovePreprocess`).
+    ExtractPreprocess,
 }
 
 impl Instruction {
@@ -309,6 +314,7 @@ impl Instruction {
             Instruction::ReverseCacheRead { .. } => "reverse_cache_read",
             Instruction::ReverseCacheWrite { .. } => "reverse_cache_write",
             Instruction::SetScope { .. } => "set_scope",
+            Instruction::ExtractPreprocess => "extract_preprocess",
         }
     }
     /// True for primitives that transform the stage-I program.

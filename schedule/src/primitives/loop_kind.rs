@@ -386,3 +386,9 @@ fn injective(e: &Expr) -> bool {
         | Expr::Shuffle { .. } => false,
     }
 }
+
+/// Sets the kind of loop `name` without the independence check: for callers that proved
+/// independence another way (`horizontal::check_parallel` on a fused dispatch loop).
+pub fn mark(body: Vec<Stmt>, name: &str, kind: ForKind) -> Result<Vec<Stmt>, Condition> {
+    set_kind(body, name, kind, false, false)
+}

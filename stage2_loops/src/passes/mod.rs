@@ -1,6 +1,7 @@
 //! The lowering passes, one per file; `crate::pipeline` runs them in order.
 
 pub mod build_loop_nests;
+pub mod extract_preprocess;
 pub mod hoist_invariant_lets;
 pub mod lower_sparse_buffer;
 pub mod materialize_index_buffers;
