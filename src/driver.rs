@@ -860,6 +860,12 @@ pub fn run_coiteration(
     })
 }
 
+/// Up to this many threads a co-iteration kernel with a one-pass function runs it (serially)
+/// instead of the count and compute passes over parallel row chunks: on 2 threads the two
+/// passes in parallel were slower than one serial pass (SpAdd on cage10, bcsstk16 and
+/// cit-HepPh, `scripts/compare-anchors`: 1.54 ms vs 0.90 ms on cage10).
+pub const ONE_PASS_MAX_THREADS: usize = 2;
+
 /// The JIT-compiled functions of a co-iteration kernel.
 pub struct CompiledCoKernel {
     /// The count pass (sparse results).
@@ -883,9 +889,9 @@ impl CompiledCoKernel {
 }
 
 /// One run of a co-iteration kernel bound in `b` (see [`CoKernel::bind`]): the compiled
-/// functions when given (on one thread, the one-pass function where the kernel has one), the
-/// stage-II interpreter otherwise, or the point-by-point reference for
-/// [`Target::InterpStage1`]; returns the result.
+/// functions when given (on up to [`ONE_PASS_MAX_THREADS`] threads, the one-pass function
+/// where the kernel has one), the stage-II interpreter otherwise, or the point-by-point
+/// reference for [`Target::InterpStage1`]; returns the result.
 pub fn coiteration_once(
     k: &lacuna_stage2::coiter::CoKernel,
     compiled: Option<&CompiledCoKernel>,
@@ -898,7 +904,7 @@ pub fn coiteration_once(
         (_, Target::InterpStage1) => k.reference(b, inputs)?,
         (Some(c), _) => {
             let threads = rayon::current_num_threads();
-            if let (1, Some(one)) = (threads, &c.one_pass) {
+            if let (true, Some(one)) = (threads <= ONE_PASS_MAX_THREADS, &c.one_pass) {
                 k.run_one_pass(b, &mut |_, b| one.run(b).map_err(|e| e.to_string()))?;
                 return Ok(k.output(b)?);
             }
