@@ -452,7 +452,9 @@ impl PyExecutable {
     /// Returns `(outputs, copies)`: outputs by name (ndarrays, or `("csr", shape, indptr,
     /// indices, data)` / `("coo", shape, coords, values)` for sparse ones), and the arguments
     /// that had to be copied.
-    #[pyo3(signature = (inputs, params = None, out = None, copy = true))]
+    /// `threads`: the number of threads parallel loops run on (a pool of that size, kept for
+    /// later calls); the global pool (`RAYON_NUM_THREADS`, or one per core) when `None`.
+    #[pyo3(signature = (inputs, params = None, out = None, copy = true, threads = None))]
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -460,7 +462,13 @@ impl PyExecutable {
         params: Option<BTreeMap<String, i64>>,
         out: Option<&Bound<'py, PyDict>>,
         copy: bool,
+        threads: Option<usize>,
     ) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
+        if threads == Some(0) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "threads: at least 1 (or None for the default pool)",
+            ));
+        }
         let params = params.unwrap_or_default();
         let np = py.import("numpy")?;
         let mut args: BTreeMap<String, Arg<'py>> = BTreeMap::new();
@@ -498,7 +506,7 @@ impl PyExecutable {
         }
         let mut copies = Vec::new();
         let result = if self.zero_copy_possible(&args) {
-            self.run_views(py, &np, &args, &params, &outs, copy, &mut copies)?
+            self.run_views(py, &np, &args, &params, &outs, copy, &mut copies, threads)?
         } else {
             if !copy {
                 return Err(BindError::new_err(format!(
@@ -507,10 +515,40 @@ impl PyExecutable {
                     self.target.name()
                 )));
             }
-            self.run_owned(py, &np, &args, &params, &outs)?
+            self.run_owned(py, &np, &args, &params, &outs, threads)?
         };
         Ok((result, copies))
     }
+}
+
+/// Runs `f` on a rayon pool of `threads` threads, or on the current (global) pool for `None`.
+/// Pools are built once per thread count and kept, so calls spawn no threads.
+fn in_pool<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> Result<R, String> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static POOLS: OnceLock<Mutex<BTreeMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let Some(n) = threads else {
+        return Ok(f());
+    };
+    let pool = {
+        let mut pools = POOLS
+            .get_or_init(Default::default)
+            .lock()
+            .map_err(|_| "the thread pool registry is poisoned".to_string())?;
+        match pools.get(&n) {
+            Some(p) => Arc::clone(p),
+            None => {
+                let p = Arc::new(
+                    rayon::ThreadPoolBuilder::new()
+                        .num_threads(n)
+                        .build()
+                        .map_err(|e| format!("threads={n}: no thread pool: {e}"))?,
+                );
+                pools.insert(n, Arc::clone(&p));
+                p
+            }
+        }
+    };
+    Ok(pool.install(f))
 }
 
 fn names(p: &Program, role: Role) -> Vec<String> {
@@ -565,6 +603,7 @@ impl PyExecutable {
         outs: &BTreeMap<String, Bound<'py, PyAny>>,
         copy: bool,
         copies: &mut Vec<String>,
+        threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let Inner::Standard {
             exe: Executable::Jit(kernel),
@@ -761,15 +800,20 @@ impl PyExecutable {
         }
         let raw = SendRaw(raw);
         let kernel: &CompiledKernel = kernel;
-        let ran = py.detach(move || {
-            let raw = raw;
-            // SAFETY: every input array was validated by `bind_views` against the parameters
-            // in `raw` (lengths, structure, element types), every output and allocated buffer
-            // has the length `check_length` accepted and is exclusively borrowed (NumPy
-            // readwrite borrows, owned `allocs`) until this call returns; inputs are borrowed
-            // read-only, so no written array overlaps another.
-            catch(|| unsafe { kernel.run_raw(&raw.0) })
-        });
+        let ran = py
+            .detach(move || {
+                let raw = raw;
+                // SAFETY: every input array was validated by `bind_views` against the parameters
+                // in `raw` (lengths, structure, element types), every output and allocated buffer
+                // has the length `check_length` accepted and is exclusively borrowed (NumPy
+                // readwrite borrows, owned `allocs`) until this call returns; inputs are borrowed
+                // read-only, so no written array overlaps another.
+                in_pool(threads, move || {
+                    let raw = raw;
+                    catch(|| unsafe { kernel.run_raw(&raw.0) })
+                })
+            })
+            .map_err(crate::errors::ExecutionError::new_err)?;
         drop(out_guards);
         match ran {
             Ok(Ok(())) => {}
@@ -821,6 +865,7 @@ impl PyExecutable {
         args: &BTreeMap<String, Arg<'py>>,
         params: &BTreeMap<String, i64>,
         outs: &BTreeMap<String, Bound<'py, PyAny>>,
+        threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let inputs: BTreeMap<String, Input> = args
             .iter()
@@ -830,39 +875,43 @@ impl PyExecutable {
         let target = self.target;
         let inner = &self.inner;
         let params = params.clone();
-        let ran = py.detach(move || {
-            catch(
-                move || -> Result<BTreeMap<String, Output>, lacuna::driver::DriverError> {
-                    match inner {
-                        Inner::Standard { exe, conversions } => {
-                            let given = convert_inputs(conversions, &inputs)?;
-                            let mut b: Bindings = bind_with(p, &inputs, &params, given)?;
-                            reset_outputs(p, &mut b);
-                            exe.run(p, &mut b)?;
-                            let mut outputs = BTreeMap::new();
-                            for buf in p.buffers.iter().filter(|x| x.role == Role::Output) {
-                                outputs.insert(buf.name.clone(), unpack(p, &b, &buf.name)?);
+        let ran = py
+            .detach(move || {
+                in_pool(threads, move || {
+                    catch(
+                        move || -> Result<BTreeMap<String, Output>, lacuna::driver::DriverError> {
+                            match inner {
+                                Inner::Standard { exe, conversions } => {
+                                    let given = convert_inputs(conversions, &inputs)?;
+                                    let mut b: Bindings = bind_with(p, &inputs, &params, given)?;
+                                    reset_outputs(p, &mut b);
+                                    exe.run(p, &mut b)?;
+                                    let mut outputs = BTreeMap::new();
+                                    for buf in p.buffers.iter().filter(|x| x.role == Role::Output) {
+                                        outputs.insert(buf.name.clone(), unpack(p, &b, &buf.name)?);
+                                    }
+                                    Ok(outputs)
+                                }
+                                Inner::Coiter {
+                                    kernel: k,
+                                    compiled,
+                                } => {
+                                    let mut b = k.bind(&inputs, &params)?;
+                                    let out = lacuna::driver::coiteration_once(
+                                        k,
+                                        compiled.as_deref(),
+                                        target,
+                                        &mut b,
+                                        &inputs,
+                                    )?;
+                                    Ok(BTreeMap::from([(k.assignment.output().name.clone(), out)]))
+                                }
                             }
-                            Ok(outputs)
-                        }
-                        Inner::Coiter {
-                            kernel: k,
-                            compiled,
-                        } => {
-                            let mut b = k.bind(&inputs, &params)?;
-                            let out = lacuna::driver::coiteration_once(
-                                k,
-                                compiled.as_deref(),
-                                target,
-                                &mut b,
-                                &inputs,
-                            )?;
-                            Ok(BTreeMap::from([(k.assignment.output().name.clone(), out)]))
-                        }
-                    }
-                },
-            )
-        });
+                        },
+                    )
+                })
+            })
+            .map_err(crate::errors::ExecutionError::new_err)?;
         let outputs = match ran {
             Ok(Ok(o)) => o,
             Ok(Err(e)) => return Err(driver_error(&e)),

@@ -57,3 +57,25 @@ def test_concurrent_calls_from_threads_agree():
         t.join()
     for m, y in zip(mats, results):
         assert_close(y, m @ x)
+
+
+def test_thread_count_per_call():
+    # `threads=N` runs the parallel loops on a pool of N threads: SpGEMM's row chunks and
+    # SpAdd (two passes over row chunks on more than two threads, one serial pass below) give
+    # the same bits at every count; 0 threads is a ValueError.
+    import pytest
+
+    gemm = lacuna.build(kernel("spgemm"))
+    a = random_csr(300, 200, density=0.05, seed=5)
+    b = random_csr(200, 150, density=0.05, seed=6)
+    results = [gemm(A=a, B=b, threads=t)["C"] for t in (1, 2, 3, 4)]
+    for r in results[1:]:
+        assert (r != results[0]).nnz == 0
+    assert_close(results[0], (a @ b).tocsr())
+    add = lacuna.build(kernel("spadd"))
+    sums = [add(A=a, B=a, threads=t)["C"] for t in (1, 2, 3)]
+    for r in sums[1:]:
+        assert (r != sums[0]).nnz == 0
+    assert_close(sums[0], (a + a).tocsr())
+    with pytest.raises(ValueError, match="threads"):
+        gemm(A=a, B=b, threads=0)

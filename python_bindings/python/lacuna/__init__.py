@@ -348,9 +348,10 @@ class Function:
         params: Mapping[str, int] | None = None,
         out: Mapping[str, np.ndarray] | None = None,
         copy: bool = True,
+        threads: int | None = None,
         **inputs: Any,
     ) -> dict[str, Any]:
-        return self.run(inputs, params=params, out=out, copy=copy)
+        return self.run(inputs, params=params, out=out, copy=copy, threads=threads)
 
     def run(
         self,
@@ -358,15 +359,18 @@ class Function:
         params: Mapping[str, int] | None = None,
         out: Mapping[str, np.ndarray] | None = None,
         copy: bool = True,
+        threads: int | None = None,
     ) -> dict[str, Any]:
         """Like calling the function, with the inputs as a mapping (for buffers named
-        ``params``, ``out`` or ``copy``)."""
+        ``params``, ``out``, ``copy`` or ``threads``). ``threads``: how many threads the
+        kernel's parallel loops run on (default: ``RAYON_NUM_THREADS``, or one per core)."""
         args = {name: _argument(name, x, copy) for name, x in inputs.items()}
         outputs, copies = self._exe.run(
             args,
             None if params is None else {k: int(v) for k, v in params.items()},
             None if out is None else dict(out),
             copy,
+            None if threads is None else int(threads),
         )
         self.last_copies = list(copies)
         return {name: _result(v) for name, v in outputs.items()}

@@ -124,6 +124,7 @@ class Function:
         params: Mapping[str, int] | None = ...,
         out: Mapping[str, np.ndarray] | None = ...,
         copy: bool = ...,
+        threads: int | None = ...,
         **inputs: Any,
     ) -> dict[str, Any]: ...
     def run(
@@ -132,6 +133,7 @@ class Function:
         params: Mapping[str, int] | None = ...,
         out: Mapping[str, np.ndarray] | None = ...,
         copy: bool = ...,
+        threads: int | None = ...,
     ) -> dict[str, Any]: ...
 
 def build(kernel_or_schedule: Kernel | Schedule, target: str = ...) -> Function: ...
