@@ -372,6 +372,89 @@ pub enum Executable {
         /// Its aux buffers and the buffers it writes.
         stage: Box<Preprocess>,
     },
+    /// A kernel over buffers a schedule decomposed (`decompose_format`): before it, once per
+    /// data, the generated value copies fill the parts' values from the decomposed buffers (see
+    /// [`ValueCopy`]), then its own preprocessing runs.
+    Decomposed {
+        /// The kernel (possibly [`Executable::Preprocessed`]).
+        kernel: Box<Executable>,
+        /// One value copy per decomposed buffer.
+        copies: Vec<ValueCopy>,
+    },
+}
+
+/// The generated value copy of one `decompose_format` conversion
+/// ([`lacuna_schedule::value_copy_func`]): it fills the values of the decomposed buffer's parts
+/// from the buffer's values through the source maps that [`convert_inputs`] (the inspector)
+/// binds. It is compiled for the kernel's backend: the JIT for `jit` (and CUDA kernels, whose
+/// inputs are prepared on the host), the stage-II interpreter for the interpreters.
+pub struct ValueCopy {
+    /// The decomposed buffer.
+    pub buffer: String,
+    /// The generated function (flat stage-II IR).
+    pub func: lacuna_stage2::Func,
+    exe: Box<Executable>,
+}
+
+impl ValueCopy {
+    /// Generates and builds the copy of `conv` for `target`; `None` for a conversion whose
+    /// parts are built with their values (`per_relation`).
+    pub fn build(conv: &Conversion, target: Target) -> Result<Option<ValueCopy>, DriverError> {
+        let Some(func) = lacuna_schedule::value_copy_func(conv) else {
+            return Ok(None);
+        };
+        lacuna_stage2::verify_flat(&func)?;
+        let exe = match target {
+            Target::Jit | Target::Cuda(_) => {
+                Executable::Jit(Box::new(compile(&func, &CodegenOptions::default())?))
+            }
+            Target::Interp | Target::InterpGpu | Target::InterpStage1 => {
+                Executable::Interp(Box::new(Lowered {
+                    stage2: func.clone(),
+                    flat: func.clone(),
+                }))
+            }
+        };
+        Ok(Some(ValueCopy {
+            buffer: conv.buffer.clone(),
+            func,
+            exe: Box::new(exe),
+        }))
+    }
+
+    /// Runs the copy on `b`, which [`convert_inputs`] seeded: the parts' values become those of
+    /// the decomposed buffer bound in `b` (rerun it after changing them in place; a changed
+    /// pattern needs a new conversion).
+    pub fn run(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
+        use lacuna_schedule::decompose::DecomposeError;
+        let param = lacuna_schedule::source_len_param(&self.buffer);
+        let missing = |buffer: String| DriverError::Bind(BindError::MissingInput { buffer });
+        let nnz = b
+            .params
+            .get(&param)
+            .copied()
+            .ok_or_else(|| missing(param))?;
+        let a = b
+            .buffers
+            .get(&self.buffer)
+            .ok_or_else(|| missing(self.buffer.clone()))?;
+        // The source maps index the entries the inspector saw: no more, no fewer.
+        if usize::try_from(nnz).ok() != Some(a.len()) {
+            return Err(DriverError::Conversion {
+                buffer: self.buffer.clone(),
+                source: DecomposeError::ValuesLength {
+                    expected: usize::try_from(nnz).unwrap_or(0),
+                    found: a.len(),
+                },
+            });
+        }
+        for decl in &self.func.buffers {
+            if decl.name != self.buffer && !b.buffers.contains_key(&decl.name) {
+                return Err(missing(decl.name.clone()));
+            }
+        }
+        self.exe.run(p, b)
+    }
 }
 
 impl Executable {
@@ -414,6 +497,7 @@ impl Executable {
         }
         let stage2 = s.stage2()?;
         let program = s.program().clone();
+        let conversions = s.conversions().to_vec();
         let exe = Executable::build_scheduled(&program, Some(stage2), target)?;
         let exe = match (s.preprocess(), target) {
             (Some(pre), t) if t != Target::InterpStage1 => {
@@ -431,7 +515,19 @@ impl Executable {
             }
             _ => exe,
         };
-        Ok((program, exe, s.conversions().to_vec()))
+        let mut copies = Vec::new();
+        for conv in &conversions {
+            copies.extend(ValueCopy::build(conv, target)?);
+        }
+        let exe = if copies.is_empty() {
+            exe
+        } else {
+            Executable::Decomposed {
+                kernel: Box::new(exe),
+                copies,
+            }
+        };
+        Ok((program, exe, conversions))
     }
 
     fn build_scheduled(
@@ -483,7 +579,9 @@ impl Executable {
     pub fn has_parallel_loops(&self) -> bool {
         match self {
             Executable::Jit(k) => k.llvm_ir().contains("lacuna_rt_parallel_for"),
-            Executable::Preprocessed { kernel, .. } => kernel.has_parallel_loops(),
+            Executable::Preprocessed { kernel, .. } | Executable::Decomposed { kernel, .. } => {
+                kernel.has_parallel_loops()
+            }
             _ => false,
         }
     }
@@ -492,19 +590,37 @@ impl Executable {
     pub fn preprocess_stage(&self) -> Option<&Preprocess> {
         match self {
             Executable::Preprocessed { stage, .. } => Some(stage),
+            Executable::Decomposed { kernel, .. } => kernel.preprocess_stage(),
             _ => None,
         }
     }
 
-    /// Runs the preprocessing function on `b` (allocating its aux buffers): once per matrix,
-    /// before [`Executable::run_kernel`]. Does nothing without one.
+    /// The generated value copies of the decomposed buffers (empty without `decompose_format`).
+    pub fn value_copies(&self) -> &[ValueCopy] {
+        match self {
+            Executable::Decomposed { copies, .. } => copies,
+            _ => &[],
+        }
+    }
+
+    /// Runs the generated value copies of decomposed buffers, then the preprocessing function
+    /// on `b` (allocating its aux buffers): once per matrix, before [`Executable::run_kernel`].
+    /// Does nothing without them.
     pub fn run_preprocess(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
-        if let Executable::Preprocessed {
-            preprocess, stage, ..
-        } = self
-        {
-            allocate_aux(stage, b)?;
-            preprocess.run(p, b)?;
+        match self {
+            Executable::Preprocessed {
+                preprocess, stage, ..
+            } => {
+                allocate_aux(stage, b)?;
+                preprocess.run(p, b)?;
+            }
+            Executable::Decomposed { kernel, copies } => {
+                for c in copies {
+                    c.run(p, b)?;
+                }
+                kernel.run_preprocess(p, b)?;
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -513,6 +629,7 @@ impl Executable {
     pub fn run_kernel(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
         match self {
             Executable::Preprocessed { kernel, .. } => kernel.run(p, b),
+            Executable::Decomposed { kernel, .. } => kernel.run_kernel(p, b),
             other => other.run(p, b),
         }
     }
@@ -537,6 +654,10 @@ impl Executable {
             Executable::Preprocessed { kernel, .. } => {
                 self.run_preprocess(p, b)?;
                 kernel.run(p, b)?;
+            }
+            Executable::Decomposed { kernel, .. } => {
+                self.run_preprocess(p, b)?;
+                kernel.run_kernel(p, b)?;
             }
             Executable::Jit(k) => k.run(b)?,
             Executable::Interp(l) => interpret_func(&l.flat, b)?,
@@ -563,10 +684,11 @@ pub fn reset_outputs(p: &Program, b: &mut Bindings) {
 pub struct RunReport {
     /// Seconds to lower and compile.
     pub compile_seconds: f64,
-    /// Seconds of the format conversions (`decompose_format`), once per data.
+    /// Seconds of the format conversions' inspectors (`decompose_format`: the parts' structure
+    /// and source maps, built in Rust), once per data.
     pub conversion_seconds: f64,
-    /// Seconds of the extracted preprocessing function (`extract_preprocess`), once per data;
-    /// 0 without one.
+    /// Seconds of the generated value copies of decomposed buffers and of the extracted
+    /// preprocessing function (`extract_preprocess`), once per data; 0 without them.
     pub preprocess_seconds: f64,
     /// Seconds of each kernel run.
     pub run_seconds: Vec<f64>,
@@ -1171,8 +1293,12 @@ pub fn load_schedule(path: &Path) -> Result<ScheduleFile, DriverError> {
     })
 }
 
-/// Runs the format conversions of a scheduled kernel on its inputs: each decomposed buffer's
-/// CSR is split into the storage of its parts. The result seeds [`lacuna_stage1::bind_with`].
+/// Runs the inspectors of the format conversions of a scheduled kernel on its inputs: each
+/// decomposed buffer's CSR is split into the structure of its parts, with the source map of
+/// each part's value slots ([`lacuna_schedule::convert_structure`]); the values are bound as
+/// zeros, and the executable's generated value copies ([`ValueCopy`], run by
+/// [`Executable::run_preprocess`] and [`Executable::run`]) fill them. `per_relation`
+/// conversions build their values here. The result seeds [`lacuna_stage1::bind_with`].
 pub fn convert_inputs(
     conversions: &[Conversion],
     inputs: &BTreeMap<String, Input>,
@@ -1250,7 +1376,7 @@ pub fn convert_inputs(
             coo.values.to_f64_vec(),
         )
         .map_err(fail)?;
-        let part = lacuna_schedule::convert(conv, &csr).map_err(fail)?;
+        let part = lacuna_schedule::convert_structure(conv, &csr).map_err(fail)?;
         given.params.extend(part.params);
         given.axes.extend(part.axes);
         given.buffers.extend(part.buffers);

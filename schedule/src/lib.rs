@@ -17,6 +17,10 @@ mod schedule;
 mod trace;
 
 pub use error::{Condition, ScheduleError};
-pub use primitives::decompose_format::{convert, convert_relations, Conversion, PartKind};
+pub use primitives::decompose_format::{
+    convert, convert_relations, convert_structure, source_len_param, source_name, Conversion,
+    PartKind,
+};
+pub use primitives::value_copy::value_copy_func;
 pub use schedule::Schedule;
 pub use trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};

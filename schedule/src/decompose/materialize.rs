@@ -1,4 +1,6 @@
-//! The conversion routines: build each part's storage of a decomposition from a CSR matrix.
+//! The conversion routines: build each part's storage of a decomposition from a CSR matrix
+//! ([`materialize`]), or only its structure and where each value slot's entry lies in the CSR
+//! matrix ([`inspect`]), for a generated value copy.
 //!
 //! Evaluation follows the module's semantics on concrete entries: a context is the set of
 //! entries a node sees (non-empty rows with the CSR positions of their entries), and each node
@@ -24,25 +26,72 @@ pub fn materialize(
     csr: &CsrMatrix,
     decomposition: &Decomposition,
 ) -> Result<Vec<Part>, DecomposeError> {
+    Ok(build(csr, decomposition, true)?.parts)
+}
+
+/// The inspector half of a conversion: the structure of every part and, per stored slot, where
+/// its value comes from; the values themselves are left to a generated copy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inspection {
+    /// The parts as [`materialize`] builds them, except that every value is 0.
+    pub parts: Vec<Part>,
+    /// Per part, one entry per value slot in storage order (`values` of the part's storage): the
+    /// position in `csr`'s storage (`indices`/`values`) of the entry stored there, or -1 for a
+    /// padding slot. Copying `csr.values[src]` (0 for -1) gives [`materialize`]'s values.
+    pub sources: Vec<Vec<i64>>,
+}
+
+/// Builds the structure of every part of `decomposition` from `csr` and the map from each value
+/// slot to its entry in `csr` (see [`Inspection`]), without copying a value.
+///
+/// The structure is the one [`materialize`] builds, for any values of `csr`: only its pattern is
+/// read.
+pub fn inspect(
+    csr: &CsrMatrix,
+    decomposition: &Decomposition,
+) -> Result<Inspection, DecomposeError> {
+    build(csr, decomposition, false)
+}
+
+/// Where the parts go while the tree is walked.
+struct Out {
+    /// Whether to copy the values (else they stay 0).
+    values: bool,
+    parts: Vec<Part>,
+    sources: Vec<Vec<i64>>,
+}
+
+fn build(
+    csr: &CsrMatrix,
+    decomposition: &Decomposition,
+    values: bool,
+) -> Result<Inspection, DecomposeError> {
     csr.validate()?;
     let context: Context = csr
         .row_ranges()
         .filter(|(_, range)| !range.is_empty())
         .map(|(r, range)| (r, range.collect()))
         .collect();
-    let mut parts = Vec::new();
+    let mut out = Out {
+        values,
+        parts: Vec::new(),
+        sources: Vec::new(),
+    };
     let left = walk(
         csr,
         decomposition.layout(),
         context,
         &mut Vec::new(),
-        &mut parts,
+        &mut out,
     )?;
     assert!(
         left.is_empty(),
         "a total decomposition left {} rows unstored",
         left.len()
     );
+    let Out {
+        mut parts, sources, ..
+    } = out;
     let mut writes = vec![0u32; csr.n_rows];
     let written: Vec<Vec<usize>> = parts.iter().map(Part::written_rows).collect();
     for &row in written.iter().flatten() {
@@ -51,7 +100,7 @@ pub fn materialize(
     for (part, rows) in parts.iter_mut().zip(&written) {
         part.accumulate = rows.iter().any(|&r| writes[r] > 1);
     }
-    Ok(parts)
+    Ok(Inspection { parts, sources })
 }
 
 fn walk(
@@ -59,25 +108,29 @@ fn walk(
     layout: &Layout,
     context: Context,
     filters: &mut Vec<Filter>,
-    parts: &mut Vec<Part>,
+    out: &mut Out,
 ) -> Result<Context, DecomposeError> {
-    let mut push = |storage| {
-        parts.push(Part {
+    let copy = out.values;
+    let mut push = |(storage, sources): (Storage, Vec<i64>)| {
+        out.parts.push(Part {
             leaf: layout.clone(),
             filters: filters.clone(),
             storage,
             accumulate: false,
-        })
+        });
+        out.sources.push(sources);
     };
     match layout {
         Layout::Csr | Layout::Remainder => {
-            push(Storage::Csr(to_csr(csr, &context)));
+            let (m, sources) = to_csr(csr, copy, &context);
+            push((Storage::Csr(m), sources));
             Ok(Vec::new())
         }
         Layout::Ell { width } => {
             let width = *width as usize;
             let kept = context.iter().map(|(r, p)| (*r, &p[..p.len().min(width)]));
-            push(Storage::Ell(ell(csr, "ell", width, kept)?));
+            let (e, sources) = ell(csr, copy, "ell", width, kept)?;
+            push((Storage::Ell(e), sources));
             Ok(context
                 .into_iter()
                 .filter(|(_, p)| p.len() > width)
@@ -89,16 +142,18 @@ fn walk(
             let chunks = context
                 .iter()
                 .flat_map(|(r, p)| p.chunks(width).map(move |c| (*r, c)));
-            push(Storage::SplitRows(ell(csr, "split_rows", width, chunks)?));
+            let (e, sources) = ell(csr, copy, "split_rows", width, chunks)?;
+            push((Storage::SplitRows(e), sources));
             Ok(Vec::new())
         }
         Layout::Padded { tile } => {
-            push(Storage::Padded(padded(csr, &context, *tile as usize)?));
+            let (s, sources) = padded(csr, copy, &context, *tile as usize)?;
+            push((Storage::Padded(s), sources));
             Ok(Vec::new())
         }
         Layout::Bsr { block } => {
-            let (storage, left) = bsr(csr, context, *block as usize)?;
-            push(Storage::Bsr(storage));
+            let (storage, sources, left) = bsr(csr, copy, context, *block as usize)?;
+            push((Storage::Bsr(storage), sources));
             Ok(left)
         }
         Layout::Bucket { lo, hi, inner } => {
@@ -107,7 +162,7 @@ fn walk(
                 .into_iter()
                 .partition(|(_, p)| range.contains(&p.len()));
             filters.push(Filter::Bucket { lo: *lo, hi: *hi });
-            let left = walk(csr, inner, inside, filters, parts);
+            let left = walk(csr, inner, inside, filters, out);
             filters.pop();
             Ok(merge(left?, outside))
         }
@@ -135,13 +190,13 @@ fn walk(
                 parts: *k,
                 part: *part,
             });
-            let left = walk(csr, inner, inside, filters, parts);
+            let left = walk(csr, inner, inside, filters, out);
             filters.pop();
             Ok(merge(left?, outside))
         }
         Layout::Sum(a, b) => {
-            let left = walk(csr, a, context, filters, parts)?;
-            walk(csr, b, left, filters, parts)
+            let left = walk(csr, a, context, filters, out)?;
+            walk(csr, b, left, filters, out)
         }
     }
 }
@@ -175,33 +230,46 @@ fn too_large(op: &'static str, slots: usize) -> DecomposeError {
     }
 }
 
-fn to_csr(csr: &CsrMatrix, context: &Context) -> CsrMatrix {
+/// The position of entry `k` of the CSR matrix as a source (positions fit: they index memory).
+fn source(k: usize) -> i64 {
+    k as i64
+}
+
+fn to_csr(csr: &CsrMatrix, copy: bool, context: &Context) -> (CsrMatrix, Vec<i64>) {
     let mut indptr = vec![0; csr.n_rows + 1];
-    let (mut indices, mut values) = (Vec::new(), Vec::new());
+    let (mut indices, mut values, mut sources) = (Vec::new(), Vec::new(), Vec::new());
     for (row, positions) in context {
         indptr[row + 1] = positions.len();
         indices.extend(positions.iter().map(|&k| csr.indices[k]));
-        values.extend(positions.iter().map(|&k| csr.values[k]));
+        sources.extend(positions.iter().map(|&k| source(k)));
+        if copy {
+            values.extend(positions.iter().map(|&k| csr.values[k]));
+        }
+    }
+    if !copy {
+        values = vec![0.0; indices.len()];
     }
     for r in 0..csr.n_rows {
         indptr[r + 1] += indptr[r];
     }
-    CsrMatrix {
+    let m = CsrMatrix {
         n_rows: csr.n_rows,
         n_cols: csr.n_cols,
         indptr,
         indices,
         values,
-    }
+    };
+    (m, sources)
 }
 
 /// One ELL row of `width` slots per `(row, positions)` item.
 fn ell<'a>(
     csr: &CsrMatrix,
+    copy: bool,
     op: &'static str,
     width: usize,
     rows: impl Iterator<Item = (usize, &'a [usize])> + Clone,
-) -> Result<EllStorage, DecomposeError> {
+) -> Result<(EllStorage, Vec<i64>), DecomposeError> {
     let n = rows.clone().count();
     let slots = n
         .checked_mul(width)
@@ -214,22 +282,27 @@ fn ell<'a>(
         values: vec![0.0; slots],
         mask: vec![false; slots],
     };
+    let mut sources = vec![-1; slots];
     for (i, (row, positions)) in rows.enumerate() {
         storage.rows.push(row);
         for (j, &k) in positions.iter().enumerate() {
             storage.indices[i * width + j] = csr.indices[k];
-            storage.values[i * width + j] = csr.values[k];
+            if copy {
+                storage.values[i * width + j] = csr.values[k];
+            }
             storage.mask[i * width + j] = true;
+            sources[i * width + j] = source(k);
         }
     }
-    Ok(storage)
+    Ok((storage, sources))
 }
 
 fn padded(
     csr: &CsrMatrix,
+    copy: bool,
     context: &Context,
     tile: usize,
-) -> Result<PaddedStorage, DecomposeError> {
+) -> Result<(PaddedStorage, Vec<i64>), DecomposeError> {
     let mut indptr = vec![0usize; csr.n_rows + 1];
     for (row, positions) in context {
         indptr[row + 1] = positions.len().div_ceil(tile).saturating_mul(tile);
@@ -248,22 +321,27 @@ fn padded(
         values: vec![0.0; slots],
         mask: vec![false; slots],
     };
+    let mut sources = vec![-1; slots];
     for (row, positions) in context {
         let start = storage.indptr[*row];
         for (j, &k) in positions.iter().enumerate() {
             storage.indices[start + j] = csr.indices[k];
-            storage.values[start + j] = csr.values[k];
+            if copy {
+                storage.values[start + j] = csr.values[k];
+            }
             storage.mask[start + j] = true;
+            sources[start + j] = source(k);
         }
     }
-    Ok(storage)
+    Ok((storage, sources))
 }
 
 fn bsr(
     csr: &CsrMatrix,
+    copy: bool,
     context: Context,
     block: usize,
-) -> Result<(BsrStorage, Context), DecomposeError> {
+) -> Result<(BsrStorage, Vec<i64>, Context), DecomposeError> {
     let (n_block_rows, n_block_cols) = (csr.n_rows / block, csr.n_cols / block);
     let (aligned_rows, aligned_cols) = (n_block_rows * block, n_block_cols * block);
     // (block row, block col, slot in block, position) of every entry inside a full block.
@@ -312,13 +390,17 @@ fn bsr(
     };
     let area = block * block;
     let (mut values, mut mask) = (vec![0.0; slots], vec![false; slots]);
+    let mut sources = vec![-1; slots];
     let mut b = 0;
     for (n, &(block_row, block_col, slot, k)) in inside.iter().enumerate() {
         if n > 0 && (inside[n - 1].0, inside[n - 1].1) != (block_row, block_col) {
             b += 1;
         }
-        values[b * area + slot] = csr.values[k];
+        if copy {
+            values[b * area + slot] = csr.values[k];
+        }
         mask[b * area + slot] = true;
+        sources[b * area + slot] = source(k);
     }
     Ok((
         BsrStorage {
@@ -330,6 +412,7 @@ fn bsr(
             values,
             mask,
         },
+        sources,
         left,
     ))
 }

@@ -22,7 +22,9 @@
 //! [`rules`] rewrites a term into an equivalent one, so every term of the e-class of `csr`
 //! stores each entry exactly once. A [`Decomposition`] is a term that stores everything
 //! (its last summand is total) with parameters in range; [`materialize`] builds its parts and
-//! [`to_coo`] sums them back.
+//! [`to_coo`] sums them back. [`inspect`] builds the same structure without the values, with
+//! the position in the CSR matrix of the entry behind each value slot (a generated copy fills
+//! the values from it).
 //!
 //! Every row a part writes that another part (or the same one, for split rows) also writes is
 //! flagged by [`Part::accumulate`]: such parts must add into the output, atomically on a GPU.
@@ -54,7 +56,7 @@ mod stats;
 pub use cost::{estimate, Cost, CostWeights, ATOMIC, GROUP, ROW_BOUNDS};
 pub use error::DecomposeError;
 pub use lang::{Decomposition, Format, Layout, MAX_DEPTH};
-pub use materialize::{materialize, MAX_PART_SLOTS};
+pub use materialize::{inspect, materialize, Inspection, MAX_PART_SLOTS};
 pub use matrix::CsrMatrix;
 pub use parts::{to_coo, BsrStorage, EllStorage, Filter, PaddedStorage, Part, Storage};
 pub use rules::{hyb, rules, Candidates, Rule, MAX_CANDIDATES, MAX_PARTS, MAX_WIDTH};

@@ -462,18 +462,65 @@ fn substitute(
 /// The conversion routine of a decomposition: builds the storage of every part from the CSR
 /// matrix of the decomposed buffer, as bindings (parameters, axis structure, values) for the
 /// decomposed program.
+///
+/// This is the hand-written reference conversion: it copies the values in Rust. The driver
+/// uses [`convert_structure`] and the generated copy of [`value_copy_func`] instead.
 pub fn convert(
     conv: &Conversion,
     a: &CsrMatrix,
 ) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
+    Ok(bind_parts(conv, materialize(a, &conv.decomposition)?, None))
+}
+
+/// The inspector half of a conversion: like [`convert`], but every part's values are bound as
+/// zeros; with them, for each part `A.pT`, its source map `A.pT.src` ([`source_name`]): one
+/// `i64` per value slot, the position in `a`'s CSR storage of the entry stored there, or -1 for
+/// padding; and the parameter `A.src_nnz` ([`source_len_param`]), `a`'s number of entries.
+///
+/// The generated function of [`value_copy_func`] then fills the values from the decomposed
+/// buffer's CSR values, bit for bit as [`convert`] would; it can run again after the values
+/// (not the pattern) change.
+pub fn convert_structure(
+    conv: &Conversion,
+    a: &CsrMatrix,
+) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
+    let inspection = crate::decompose::inspect(a, &conv.decomposition)?;
+    let mut b = bind_parts(conv, inspection.parts, Some(inspection.sources));
+    b.params
+        .insert(source_len_param(&conv.buffer), a.nnz() as i64);
+    Ok(b)
+}
+
+/// Name of the source map of part `t` of buffer `b` (see [`convert_structure`]).
+pub fn source_name(b: &str, t: usize) -> String {
+    format!("{}.src", part_name(b, t))
+}
+
+/// Name of the parameter that holds the number of stored entries of decomposed buffer `b`,
+/// which its parts' source maps index (see [`convert_structure`]).
+pub fn source_len_param(b: &str) -> String {
+    format!("{b}.src_nnz")
+}
+
+/// Bindings of the parts' structure and values, and of their source maps where given.
+fn bind_parts(
+    conv: &Conversion,
+    parts: Vec<crate::decompose::Part>,
+    sources: Option<Vec<Vec<i64>>>,
+) -> lacuna_stage1::Bindings {
     use lacuna_ir::ArrayData;
     use lacuna_stage1::AxisData;
-    let parts = materialize(a, &conv.decomposition)?;
     let mut b = lacuna_stage1::Bindings::default();
     let i64s = |v: &[usize]| ArrayData::I64(v.iter().map(|&x| x as i64).collect());
-    for (t, part) in parts.iter().enumerate() {
+    if let Some(sources) = sources {
+        for (t, src) in sources.into_iter().enumerate() {
+            b.buffers
+                .insert(source_name(&conv.buffer, t), ArrayData::I64(src));
+        }
+    }
+    for (t, part) in parts.into_iter().enumerate() {
         let pn = part_name(&conv.buffer, t);
-        match &part.storage {
+        match part.storage {
             Storage::Ell(e) | Storage::SplitRows(e) => {
                 b.params.insert(format!("{pn}.rows"), e.rows.len() as i64);
                 b.params.insert(format!("{pn}.w"), e.width as i64);
@@ -485,7 +532,7 @@ pub fn convert(
                     },
                 );
                 b.buffers.insert(format!("{pn}.row"), i64s(&e.rows));
-                b.buffers.insert(pn, ArrayData::F64(e.values.clone()));
+                b.buffers.insert(pn, ArrayData::F64(e.values));
             }
             Storage::Csr(m) => {
                 b.params.insert(format!("{pn}.nnz"), m.indices.len() as i64);
@@ -496,7 +543,7 @@ pub fn convert(
                         indices: Some(i64s(&m.indices)),
                     },
                 );
-                b.buffers.insert(pn, ArrayData::F64(m.values.clone()));
+                b.buffers.insert(pn, ArrayData::F64(m.values));
             }
             Storage::Bsr(s) => {
                 b.params.insert(format!("{pn}.mb"), s.n_block_rows as i64);
@@ -510,7 +557,7 @@ pub fn convert(
                         indices: Some(i64s(&s.indices)),
                     },
                 );
-                b.buffers.insert(pn, ArrayData::F64(s.values.clone()));
+                b.buffers.insert(pn, ArrayData::F64(s.values));
             }
             Storage::Padded(s) => {
                 b.params.insert(format!("{pn}.nnz"), s.indices.len() as i64);
@@ -521,11 +568,11 @@ pub fn convert(
                         indices: Some(i64s(&s.indices)),
                     },
                 );
-                b.buffers.insert(pn, ArrayData::F64(s.values.clone()));
+                b.buffers.insert(pn, ArrayData::F64(s.values));
             }
         }
     }
-    Ok(b)
+    b
 }
 
 /// The inner term of `(per_relation TERM)`, if `into` is one.

@@ -11,3 +11,4 @@ pub mod loop_transform;
 pub mod rfactor;
 pub mod sparse;
 mod tree;
+pub mod value_copy;
