@@ -329,16 +329,22 @@ impl CoKernel {
             }
             let nnz = pos[rows] as usize;
             b.buffers.insert(pos_name, ArrayData::I64(pos));
-            b.buffers.insert(
-                format!("{}.crd", out.name),
-                ArrayData::zeros(DType::I64, nnz),
-            );
-            b.buffers.insert(
-                lower::vals_name(&out.name),
-                ArrayData::zeros(out.dtype, nnz),
-            );
+            self.insert_entries(b, nnz);
         }
         exec(Pass::Compute, &self.compute, b).map_err(|e| run_err(&self.compute, e))
+    }
+
+    /// Binds the result's coordinate and value arrays, `slots` entries each, zeroed.
+    fn insert_entries(&self, b: &mut Bindings, slots: usize) {
+        let out = self.assignment.output();
+        b.buffers.insert(
+            format!("{}.crd", out.name),
+            ArrayData::zeros(DType::I64, slots),
+        );
+        b.buffers.insert(
+            lower::vals_name(&out.name),
+            ArrayData::zeros(out.dtype, slots),
+        );
     }
 
     /// Runs [`CoKernel::one_pass`] (when there is one; `Ok(false)` otherwise) through `exec`:
@@ -355,7 +361,10 @@ impl CoKernel {
         };
         let a = &self.assignment;
         let out = a.output();
-        let last = self.plan.last_var.expect("a one-pass result is sparse");
+        let last = self.plan.last_var.ok_or_else(|| CoiterError::Run {
+            pass: f.name.clone(),
+            what: "a one-pass function without a sparse result".into(),
+        })?;
         let mut bound = 0usize;
         for (t, tensor) in a.tensors.iter().enumerate() {
             if t != a.out && lower::sparse_at(a, &self.plan.levels, t, last) {
@@ -374,14 +383,7 @@ impl CoKernel {
             format!("{}.pos", out.name),
             ArrayData::zeros(DType::I64, rows + 1),
         );
-        b.buffers.insert(
-            format!("{}.crd", out.name),
-            ArrayData::zeros(DType::I64, bound),
-        );
-        b.buffers.insert(
-            lower::vals_name(&out.name),
-            ArrayData::zeros(out.dtype, bound),
-        );
+        self.insert_entries(b, bound);
         exec(f, b).map_err(|what| CoiterError::Run {
             pass: f.name.clone(),
             what,
