@@ -1027,7 +1027,10 @@ pub fn coiteration_once(
         (Some(c), _) => {
             let threads = rayon::current_num_threads();
             if let (true, Some(one)) = (threads <= ONE_PASS_MAX_THREADS, &c.one_pass) {
-                k.run_one_pass(b, &mut |_, b| one.run(b).map_err(|e| e.to_string()))?;
+                // SAFETY: compiled machine code of the kernel's one-pass function.
+                unsafe {
+                    k.run_one_pass_reserved(b, &mut |_, b| one.run(b).map_err(|e| e.to_string()))?
+                };
                 return Ok(k.output(b)?);
             }
             let (count, compute) = (&c.count, &c.compute);

@@ -185,6 +185,14 @@ fn run_all_compiled(
             c.k.run_one_pass(&mut jit, &mut |_, b| one.run(b).map_err(|e| e.to_string()));
         assert!(ran.expect("one pass runs"));
         outs.push(c.k.output(&mut jit).expect("one-pass output"));
+        // With the result's arrays reserved, not zeroed (the driver's path).
+        let mut jit = fresh.clone();
+        // SAFETY: compiled machine code of the one-pass function.
+        let ran = unsafe {
+            c.k.run_one_pass_reserved(&mut jit, &mut |_, b| one.run(b).map_err(|e| e.to_string()))
+        };
+        assert!(ran.expect("one pass runs on reserved arrays"));
+        outs.push(c.k.output(&mut jit).expect("reserved one-pass output"));
         let mut interp = fresh.clone();
         c.k.run_one_pass(&mut interp, &mut |f, b| {
             lacuna::stage2::interpret_func(f, b).map_err(|e| e.to_string())

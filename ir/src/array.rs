@@ -45,6 +45,54 @@ impl ArrayData {
             DType::I64 => ArrayData::I64(zeros(len)?),
         })
     }
+    /// An empty array with room for `capacity` elements that are not initialized: a kernel
+    /// writes them through [`ArrayData::as_mut_ptr`] (a `Vec`'s pointer is its allocation even
+    /// when empty), then [`ArrayData::assume_written`] makes the written prefix the array's
+    /// contents (the pattern of `Vec::set_len` for foreign writers). Saves zeroing result
+    /// arrays sized by an upper bound, e.g. a one-pass co-iteration's coordinates and values.
+    pub fn reserved(dtype: DType, capacity: usize) -> ArrayData {
+        match dtype {
+            DType::F32 => ArrayData::F32(Vec::with_capacity(capacity)),
+            DType::F64 => ArrayData::F64(Vec::with_capacity(capacity)),
+            DType::I8 => ArrayData::I8(Vec::with_capacity(capacity)),
+            DType::I32 | DType::Bool => ArrayData::I32(Vec::with_capacity(capacity)),
+            DType::I64 => ArrayData::I64(Vec::with_capacity(capacity)),
+        }
+    }
+    /// Room for elements: at least the length.
+    pub fn capacity(&self) -> usize {
+        match self {
+            ArrayData::F32(v) => v.capacity(),
+            ArrayData::F64(v) => v.capacity(),
+            ArrayData::I8(v) => v.capacity(),
+            ArrayData::I32(v) => v.capacity(),
+            ArrayData::I64(v) => v.capacity(),
+        }
+    }
+    /// Sets the length to `n`, making elements written past the old length through
+    /// [`ArrayData::as_mut_ptr`] part of the array. Returns false, and changes nothing, when
+    /// `n` exceeds the capacity.
+    ///
+    /// # Safety
+    ///
+    /// Every element below `n` has been written (they are plain numbers, so any bit pattern is
+    /// a valid value, but reading never-written memory is undefined behaviour).
+    pub unsafe fn assume_written(&mut self, n: usize) -> bool {
+        if n > self.capacity() {
+            return false;
+        }
+        // SAFETY: `n` is within the capacity and the caller vouches the elements are written.
+        unsafe {
+            match self {
+                ArrayData::F32(v) => v.set_len(n),
+                ArrayData::F64(v) => v.set_len(n),
+                ArrayData::I8(v) => v.set_len(n),
+                ArrayData::I32(v) => v.set_len(n),
+                ArrayData::I64(v) => v.set_len(n),
+            }
+        }
+        true
+    }
     /// An array filled with `value` converted to `dtype`.
     pub fn filled(dtype: DType, len: usize, value: Scalar) -> ArrayData {
         let mut a = ArrayData::zeros(dtype, len);
@@ -335,5 +383,30 @@ fn add_scalars(a: Scalar, b: Scalar) -> Scalar {
         (Scalar::I32(x), Scalar::I32(y)) => Scalar::I32(x.wrapping_add(y)),
         (Scalar::I64(x), Scalar::I64(y)) => Scalar::I64(x.wrapping_add(y)),
         (x, y) => Scalar::F64(x.as_f64() + y.as_f64()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_arrays_take_the_written_prefix() {
+        let mut a = ArrayData::reserved(DType::F64, 4);
+        assert_eq!((a.len(), a.dtype()), (0, DType::F64));
+        assert!(a.capacity() >= 4);
+        let p = a.as_mut_ptr().cast::<f64>();
+        // SAFETY: within the reserved capacity.
+        unsafe {
+            p.write(1.5);
+            p.add(1).write(-2.0);
+        }
+        // SAFETY: the two elements below 2 are written.
+        assert!(unsafe { a.assume_written(2) });
+        assert_eq!(a.to_f64_vec(), vec![1.5, -2.0]);
+        // Past the capacity: refused, nothing changes.
+        // SAFETY: refused before any element is exposed.
+        assert!(!unsafe { a.assume_written(a.capacity() + 1) });
+        assert_eq!(a.len(), 2);
     }
 }

@@ -194,6 +194,33 @@ fn coordinate_out_of_bounds() {
 }
 
 #[test]
+fn first_out_of_bounds_coordinate_of_sorted_rows() {
+    // Only the rows' last coordinates are compared with the size; the position reported is
+    // still the first coordinate out of range, in the first row holding one.
+    let e = csr_with(&[0, 3, 3, 5], &[0, 4, 5, 1, 6]).unwrap_err();
+    assert_eq!(
+        e,
+        StorageError::CoordinateOutOfBounds {
+            lvl: Lvl(1),
+            position: 1,
+            coordinate: 4,
+            size: 4
+        }
+    );
+    let e = csr_with(&[0, 1, 1, 3], &[3, 2, 7]).unwrap_err();
+    assert_eq!(
+        e,
+        StorageError::CoordinateOutOfBounds {
+            lvl: Lvl(1),
+            position: 2,
+            coordinate: 7,
+            size: 4
+        }
+    );
+    assert!(csr_with(&[0, 1, 1, 3], &[3, 2, 3]).is_ok());
+}
+
+#[test]
 fn unsorted_coordinates_in_ordered_level() {
     let e = csr_with(&[0, 2, 2, 3], &[3, 0, 1]).unwrap_err();
     assert_eq!(

@@ -218,7 +218,22 @@ impl SparseTensor {
                 }
             } else if let Some((buf, 1, 0)) = buffer {
                 // One buffer of this level's own: scanned as a typed slice.
-                let segments = (0..parents_at[l]).map(|p| self.segment(l, p));
+                // A compressed level's segments are its consecutive positions, read as one
+                // typed slice (not looked up per parent: this runs once per row).
+                let positions = match lt.format() {
+                    LevelFormat::Compressed => {
+                        self.levels[l].positions.as_ref().map(|p| p.to_u64_vec())
+                    }
+                    _ => None,
+                };
+                let segments: Box<dyn Iterator<Item = (usize, usize)>> = match &positions {
+                    Some(p) => Box::new(
+                        p.windows(2)
+                            .take(parents_at[l])
+                            .map(|w| (w[0] as usize, w[1] as usize)),
+                    ),
+                    None => Box::new((0..parents_at[l]).map(|p| self.segment(l, p))),
+                };
                 let (ordered, unique) = (lt.is_ordered(), lt.is_unique());
                 let found = match buf {
                     IndexArray::U8(c) => first_disorder(c, segments, ordered, unique),
@@ -235,11 +250,33 @@ impl SparseTensor {
                     }
                     None => {}
                 }
-                let found = match buf {
-                    IndexArray::U8(c) => first_at_least(c, size as u64),
-                    IndexArray::U16(c) => first_at_least(c, size as u64),
-                    IndexArray::U32(c) => first_at_least(c, size as u64),
-                    IndexArray::U64(c) => first_at_least(c, size as u64),
+                // Sorted segments that cover every coordinate: each one's largest coordinate
+                // is its last, so only those are compared with the size (one per parent, not
+                // one per entry).
+                let last_only = match &positions {
+                    Some(p) if ordered => {
+                        let covered = p.get(parents_at[l]).copied().unwrap_or(0);
+                        p.first() == Some(&0) && covered == buf.len() as u64
+                    }
+                    _ => false,
+                };
+                let found = match (buf, &positions) {
+                    (IndexArray::U8(c), Some(p)) if last_only => {
+                        first_last_at_least(c, &p[..=parents_at[l]], size)
+                    }
+                    (IndexArray::U16(c), Some(p)) if last_only => {
+                        first_last_at_least(c, &p[..=parents_at[l]], size)
+                    }
+                    (IndexArray::U32(c), Some(p)) if last_only => {
+                        first_last_at_least(c, &p[..=parents_at[l]], size)
+                    }
+                    (IndexArray::U64(c), Some(p)) if last_only => {
+                        first_last_at_least(c, &p[..=parents_at[l]], size)
+                    }
+                    (IndexArray::U8(c), _) => first_at_least(c, size as u64),
+                    (IndexArray::U16(c), _) => first_at_least(c, size as u64),
+                    (IndexArray::U32(c), _) => first_at_least(c, size as u64),
+                    (IndexArray::U64(c), _) => first_at_least(c, size as u64),
                 };
                 if let Some((position, coordinate)) = found {
                     return Err(StorageError::CoordinateOutOfBounds {
@@ -318,6 +355,26 @@ fn first_at_least<T: Copy + Into<u64>>(crd: &[T], size: u64) -> Option<(usize, u
         .map(|&c| c.into())
         .enumerate()
         .find(|&(_, c)| c >= size)
+}
+
+/// The first coordinate `>= size` with its position, for sorted segments between consecutive
+/// `positions` that cover `crd`: only a segment whose last coordinate is out of range holds
+/// one, found by binary search.
+fn first_last_at_least<T: Copy + Into<u64>>(
+    crd: &[T],
+    positions: &[u64],
+    size: usize,
+) -> Option<(usize, u64)> {
+    let size = size as u64;
+    positions.windows(2).find_map(|w| {
+        let seg = crd.get(w[0] as usize..w[1] as usize)?;
+        let last: u64 = (*seg.last()?).into();
+        if last < size {
+            return None;
+        }
+        let at = seg.partition_point(|&c| c.into() < size);
+        Some((w[0] as usize + at, seg[at].into()))
+    })
 }
 
 /// Positions non-decreasing and starting at 0 (`step` 1), or `lo <= hi` per pair (`step` 2).

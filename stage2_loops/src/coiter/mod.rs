@@ -356,6 +356,38 @@ impl CoKernel {
         b: &mut Bindings,
         exec: &mut dyn FnMut(&Func, &mut Bindings) -> Result<(), String>,
     ) -> Result<bool, CoiterError> {
+        // SAFETY: the arrays are zeroed, not reserved.
+        unsafe { self.one_pass_with(b, false, exec) }
+    }
+
+    /// [`CoKernel::run_one_pass`] with the result's coordinates and values reserved
+    /// ([`ArrayData::reserved`]: empty, with room for the bound) instead of zeroed: writing
+    /// them in place of zeroing saves a pass over memory as large as both operands.
+    ///
+    /// # Safety
+    ///
+    /// `exec` runs [`CoKernel::one_pass`] as machine code that writes through the arrays'
+    /// pointers (never an interpreter, which would see them empty): the function writes the
+    /// coordinate and value of every slot below the positions' end, which is how
+    /// [`lower::generate_one_pass`] emits it (one entry per slot, in order, from 0).
+    pub unsafe fn run_one_pass_reserved(
+        &self,
+        b: &mut Bindings,
+        exec: &mut dyn FnMut(&Func, &mut Bindings) -> Result<(), String>,
+    ) -> Result<bool, CoiterError> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.one_pass_with(b, true, exec) }
+    }
+
+    /// # Safety
+    ///
+    /// With `reserve`, as [`CoKernel::run_one_pass_reserved`].
+    unsafe fn one_pass_with(
+        &self,
+        b: &mut Bindings,
+        reserve: bool,
+        exec: &mut dyn FnMut(&Func, &mut Bindings) -> Result<(), String>,
+    ) -> Result<bool, CoiterError> {
         let Some(f) = &self.one_pass else {
             return Ok(false);
         };
@@ -383,7 +415,18 @@ impl CoKernel {
             format!("{}.pos", out.name),
             ArrayData::zeros(DType::I64, rows + 1),
         );
-        self.insert_entries(b, bound);
+        if reserve {
+            b.buffers.insert(
+                format!("{}.crd", out.name),
+                ArrayData::reserved(DType::I64, bound),
+            );
+            b.buffers.insert(
+                lower::vals_name(&out.name),
+                ArrayData::reserved(out.dtype, bound),
+            );
+        } else {
+            self.insert_entries(b, bound);
+        }
         exec(f, b).map_err(|what| CoiterError::Run {
             pass: f.name.clone(),
             what,
@@ -402,7 +445,18 @@ impl CoKernel {
             })?;
         for name in [format!("{}.crd", out.name), lower::vals_name(&out.name)] {
             if let Some(a) = b.buffers.get_mut(&name) {
-                a.truncate(nnz);
+                if reserve {
+                    // SAFETY: `nnz` is within the reserved bound (checked above) and the
+                    // function wrote every slot below it (the caller's contract).
+                    if !unsafe { a.assume_written(nnz) } {
+                        return Err(CoiterError::Run {
+                            pass: f.name.clone(),
+                            what: format!("`{name}` was replaced during the run"),
+                        });
+                    }
+                } else {
+                    a.truncate(nnz);
+                }
             }
         }
         Ok(true)
