@@ -54,6 +54,10 @@ pub struct CodegenOptions {
     /// Generate code for the host CPU and its features (default). When off, the generic CPU
     /// of the host architecture is targeted, which makes the IR text machine-independent.
     pub host_cpu: bool,
+    /// Allow fusing a floating-point product and the sum it feeds into one fused multiply-add
+    /// (LLVM's `contract`; default on, as C compilers do). Off, every product and sum rounds
+    /// separately, as in the interpreters.
+    pub fp_contract: bool,
 }
 
 impl Default for CodegenOptions {
@@ -62,6 +66,7 @@ impl Default for CodegenOptions {
             opt_level: 3,
             optimized_ir: true,
             host_cpu: true,
+            fp_contract: true,
         }
     }
 }

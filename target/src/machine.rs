@@ -84,6 +84,9 @@ pub(crate) fn optimize(
     opts: &CodegenOptions,
 ) -> Result<(), CodegenError> {
     opt_level(opts)?;
+    if opts.fp_contract {
+        allow_contraction(module);
+    }
     let pbo = PassBuilderOptions::create();
     let vectorize = opts.opt_level >= 2;
     pbo.set_loop_vectorization(vectorize);
@@ -96,4 +99,31 @@ pub(crate) fn optimize(
         .map_err(|e| CodegenError::Optimize {
             message: e.to_string(),
         })
+}
+
+/// Marks every floating-point multiply, add and subtract of `module` `contract`: LLVM may fuse
+/// a product and the sum it feeds into one fused multiply-add (`vfmadd`, PTX `fma.rn`), which
+/// rounds once instead of twice. Nothing is reassociated; results may differ from the
+/// interpreters' (two roundings) in the last bits. C compilers do the same by default
+/// (`-ffp-contract`, `nvcc --fmad=true`); [`CodegenOptions::fp_contract`] turns it off.
+pub(crate) fn allow_contraction(module: &Module<'_>) {
+    use inkwell::values::{FastMathFlags, InstructionOpcode};
+    let mut f = module.get_first_function();
+    while let Some(func) = f {
+        for bb in func.get_basic_blocks() {
+            let mut i = bb.get_first_instruction();
+            while let Some(inst) = i {
+                if matches!(
+                    inst.get_opcode(),
+                    InstructionOpcode::FMul | InstructionOpcode::FAdd | InstructionOpcode::FSub
+                ) {
+                    let flags = inst.get_fast_math_flags().unwrap_or(FastMathFlags::empty());
+                    // Only fails for an instruction without fast-math flags, not these.
+                    let _ = inst.set_fast_math_flags(flags | FastMathFlags::AllowContract);
+                }
+                i = inst.get_next_instruction();
+            }
+        }
+        f = func.get_next_function();
+    }
 }

@@ -171,6 +171,9 @@ pub fn compile_ptx(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<GpuKerne
 }
 
 fn optimize(module: &Module<'_>, tm: &TargetMachine, opts: &CodegenOptions) -> R<()> {
+    if opts.fp_contract {
+        crate::machine::allow_contraction(module);
+    }
     let pbo = PassBuilderOptions::create();
     pbo.set_loop_unrolling(opts.opt_level >= 2);
     module

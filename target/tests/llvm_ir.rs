@@ -259,7 +259,8 @@ fn vectorized_fp_reductions_may_be_reassociated_but_stay_close() {
     let ir =
         emit_llvm_ir(&reduction(ForKind::Vectorized), &CodegenOptions::default()).expect("emits");
     assert!(
-        ir.contains("fadd <"),
+        ir.lines()
+            .any(|l| l.contains("fadd") && l.contains("x double>")),
         "the hint lets LLVM vectorize the reduction: {ir}"
     );
     let a: Vec<f64> = (0..1001).map(|i| 1.0 / (i as f64 + 1.0)).collect();
@@ -278,4 +279,48 @@ fn vectorized_fp_reductions_may_be_reassociated_but_stay_close() {
     let want: f64 = a.iter().sum();
     let s = got.buffers["s"].to_f64_vec()[0];
     assert!((s - want).abs() <= 1e-12 * want, "{s} vs {want}");
+}
+
+#[test]
+fn products_and_sums_contract_into_fused_multiply_adds_unless_turned_off() {
+    // out[i] = a[i] * b[i] + (-1): with a = 1 + 2^-30 and b = 1 - 2^-30 the exact product is
+    // 1 - 2^-60, which rounds to 1, so two roundings give 0 and one rounding (FMA) -2^-60.
+    let f = elementwise(
+        DType::F64,
+        DType::F64,
+        bin(
+            BinOp::Add,
+            bin(BinOp::Mul, load("a", var("i")), load("b", var("i"))),
+            f64c(-1.0),
+        ),
+    );
+    let eps = 2f64.powi(-30);
+    let n = 20;
+    let b = bindings(
+        vec![
+            ("a", ArrayData::F64(vec![1.0 + eps; n])),
+            ("b", ArrayData::F64(vec![1.0 - eps; n])),
+            ("out", ArrayData::zeros(DType::F64, n)),
+        ],
+        &[("n", n as i64)],
+    );
+    let on = CodegenOptions::default();
+    let off = CodegenOptions {
+        fp_contract: false,
+        ..Default::default()
+    };
+    assert!(emit_llvm_ir(&f, &on)
+        .expect("emits")
+        .contains("fmul contract"));
+    assert!(!emit_llvm_ir(&f, &off).expect("emits").contains("contract"));
+    // Off: every operation rounds, bit for bit as the interpreter computes it.
+    let separate = run_jit(&f, &b, &off);
+    assert_eq!(separate.buffers["out"], ArrayData::F64(vec![0.0; n]));
+    // On: fused where the CPU has FMA (within one rounding of the separate result anyway).
+    let fused = run_jit(&f, &b, &on).buffers["out"].to_f64_vec();
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        assert_eq!(fused, vec![-(2f64.powi(-60)); n]);
+    }
+    assert!(fused.iter().all(|x| x.abs() <= 2f64.powi(-52)), "{fused:?}");
 }
