@@ -358,6 +358,46 @@ fn hyb_gpu_without_atomic_split_rows_races() {
     assert!(e.to_string().contains("launch 1 block"), "{e}");
 }
 
+/// BSR(2) + remainder in three launches, each nest with its own grid (no row ownership shared
+/// between nests): three entries; GPU semantics equal the CPU; without the boundaries the
+/// nests race on C.
+#[test]
+fn bsr_in_three_launches() {
+    let file = schedule("spmm_bsr_gpu_shared_launches.ron");
+    let p = kernel("spmm");
+    let flat = flat_of(&p, &file);
+    for arch in [GpuArch::Sm80, GpuArch::Sm90] {
+        let k = compile_ptx(&flat, arch, &CodegenOptions::default()).expect("PTX");
+        let entries: Vec<&str> = k.launches.iter().map(|l| l.entry.as_str()).collect();
+        assert_eq!(
+            entries,
+            ["lacuna_spmm_k0", "lacuna_spmm_k1", "lacuna_spmm_k2"]
+        );
+        // Only launch 1 stages B in shared memory behind barriers.
+        let (k1, k2) = (
+            k.ptx.find(".entry lacuna_spmm_k1(").expect("k1"),
+            k.ptx.find(".entry lacuna_spmm_k2(").expect("k2"),
+        );
+        assert!(k.ptx[k1..k2].contains("bar.sync"));
+        assert!(!k.ptx[..k1].contains("bar.sync") && !k.ptx[k2..].contains("bar.sync"));
+        assemble(&k.ptx, arch, "spmm_bsr_gpu_shared_launches");
+    }
+    let mut rows = long_row_matrix().2;
+    rows.push(vec![(0, 1.5), (1, -2.0), (68, 0.5)]);
+    let inputs = inputs(5, 70, 33, &rows);
+    let got = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
+    same("bsr launches", &got, &cpu(&p, &inputs));
+    let mut one = file.clone();
+    one.trace
+        .retain(|i| !matches!(i, Instruction::Annotate { key, .. } if key == "launch"));
+    assert_eq!(one.trace.len(), file.trace.len() - 2);
+    let e = run_on(&p, &one, &inputs, Target::InterpGpu).expect_err("one launch races");
+    assert!(
+        matches!(e, DriverError::Interp2(Stage2InterpError::GpuRace { ref buffer, .. }) if buffer == "C"),
+        "{e}"
+    );
+}
+
 #[test]
 fn launch_annotation_needs_a_top_level_loop() {
     let p = kernel("spmm");
