@@ -96,12 +96,18 @@ fn hyb_gpu_ptx_has_one_entry_per_launch_and_assembles() {
         let k1 = k.ptx.find(".entry lacuna_spmm_k1(").expect("k1");
         assert!(!k.ptx[..k1].contains("atom.global.add.f64"));
         assert!(k.ptx[k1..].contains("atom.global.add.f64"));
-        // Both launches: 32 threads per block on x, the grid on blockIdx.x.
-        assert_eq!(k.ptx.matches(".maxntid 32, 1, 1").count(), 2);
-        for l in &k.launches {
-            let axes: Vec<GpuAxis> = l.launch.bound_axes().collect();
-            assert_eq!(axes, [GpuAxis::BlockX, GpuAxis::ThreadX], "{}", l.entry);
-        }
+        // Each launch has its own block: 32 threads (features) in launch 0, 32 x 4 (features
+        // x rows of a group) in launch 1.
+        assert!(k.ptx[..k1].contains(".maxntid 32, 1, 1"));
+        assert!(k.ptx[k1..].contains(".maxntid 32, 4, 1"));
+        let axes = |l: usize| k.launches[l].launch.bound_axes().collect::<Vec<GpuAxis>>();
+        assert_eq!(axes(0), [GpuAxis::BlockX, GpuAxis::ThreadX]);
+        assert_eq!(
+            axes(1),
+            [GpuAxis::BlockX, GpuAxis::ThreadX, GpuAxis::ThreadY]
+        );
+        assert_eq!(k.launches[0].launch.constant_block(), Some([32, 1, 1]));
+        assert_eq!(k.launches[1].launch.constant_block(), Some([32, 4, 1]));
         assemble(&k.ptx, arch, "spmm_hyb_gpu");
     }
 }
@@ -301,8 +307,9 @@ fn force_bound(body: &mut [Stmt], var: &str, axis: GpuAxis) -> bool {
     found
 }
 
-/// Without `atomic` on the split rows, `bind` refuses the fused loop (naming the part); bound
-/// by hand anyway, the chunks of a long row, in different grid blocks, race on its row of C.
+/// Without `atomic` on the split rows, `bind` refuses to spread the split part's rows over
+/// threadIdx.y (naming the loop); bound by hand anyway, the chunks of a long row, in different
+/// threads, race on its row of C.
 #[test]
 fn hyb_gpu_without_atomic_split_rows_races() {
     let p = kernel("spmm");
@@ -311,28 +318,35 @@ fn hyb_gpu_without_atomic_split_rows_races() {
         .retain(|i| !matches!(i, Instruction::Annotate { key, .. } if key == "atomic"));
     let e = Schedule::replay(&p, &file.trace).expect_err("bind refuses");
     let msg = e.to_string();
-    assert!(msg.contains("i.p0_hfused") && msg.contains("i.p6"), "{msg}");
-    // Replay without the binding and the boundary, then bind by hand as a buggy schedule would.
+    assert!(
+        msg.contains("i.p6.1") && msg.contains("threadIdx.y"),
+        "{msg}"
+    );
+    // Replay without those bindings and the boundary, then bind by hand as a buggy schedule
+    // would.
+    let forced = ["i.p6.1", "i.p0.0_hfused"];
     let unbound: Vec<Instruction> = file
         .trace
         .iter()
         .filter(|i| {
-            !matches!(i, Instruction::Bind { r#loop, .. } if r#loop == "i.p0_hfused")
+            !matches!(i, Instruction::Bind { r#loop, .. } if forced.contains(&r#loop.as_str()))
                 && !matches!(i, Instruction::Annotate { key, .. } if key == "launch")
         })
         .cloned()
         .collect();
+    assert_eq!(unbound.len(), file.trace.len() - 3);
     let mut s = Schedule::replay(&p, &unbound).expect("replays");
     s.apply(Instruction::Annotate {
-        r#loop: "i.p0_hfused".into(),
+        r#loop: "i.p0.0_hfused".into(),
         key: "launch".into(),
         value: 0,
     })
     .expect("a top-level loop");
     let mut stage2 = s.stage2().expect("stage 2");
+    assert!(force_bound(&mut stage2.body, "i.p6.1", GpuAxis::ThreadY));
     assert!(force_bound(
         &mut stage2.body,
-        "i.p0_hfused",
+        "i.p0.0_hfused",
         GpuAxis::BlockX
     ));
     let flat = lower_to_flat(stage2, &Config::default(), &mut |_, _| {}).expect("flat");
@@ -396,6 +410,34 @@ fn bsr_in_three_launches() {
         matches!(e, DriverError::Interp2(Stage2InterpError::GpuRace { ref buffer, .. }) if buffer == "C"),
         "{e}"
     );
+}
+
+/// A group of a bucket's rows may be bound to threadIdx.y when the bucket holds whole rows
+/// (distinct rows: the ELL row ids decide the rows written); a bucket whose rows continue in a
+/// later part is refused, naming the loop.
+#[test]
+fn row_groups_of_whole_row_buckets_bind_to_threads() {
+    let p = kernel("spmm");
+    let trace = |term: &str| {
+        vec![
+            Instruction::DecomposeFormat {
+                buffer: "A".into(),
+                into: term.into(),
+            },
+            Instruction::Split {
+                r#loop: "i.p0".into(),
+                factors: vec![None, Some(4)],
+            },
+            Instruction::Bind {
+                r#loop: "i.p0.1".into(),
+                thread: "threadIdx.y".into(),
+            },
+        ]
+    };
+    Schedule::replay(&p, &trace("(+ (bucket 1 3 (ell 2)) remainder)")).expect("whole rows");
+    let e = Schedule::replay(&p, &trace("(+ (bucket 1 3 (ell 1)) remainder)"))
+        .expect_err("rows continue in the remainder");
+    assert!(e.to_string().contains("i.p0.1"), "{e}");
 }
 
 #[test]
