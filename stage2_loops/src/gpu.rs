@@ -1,7 +1,8 @@
 //! GPU semantics of a flat function whose loops are bound to the CUDA thread hierarchy.
 //!
-//! A function is launched as one CUDA kernel. Every thread runs the whole body; a loop
-//! `bind(AXIS) for v in start..end { body }` is not a loop on the GPU but the guarded statement
+//! A function is launched as one CUDA kernel (or as several in sequence, see "Several
+//! launches" below; each is one kernel as described here). Every thread runs the whole body; a
+//! loop `bind(AXIS) for v in start..end { body }` is not a loop on the GPU but the guarded statement
 //! `let v = start + AXIS; if v < end { body }`, where `AXIS` is the thread's index on that
 //! dimension (`blockIdx.x`, `threadIdx.y`, ...). Statements outside every loop bound to a
 //! dimension are therefore executed by each thread of that dimension (redundantly).
