@@ -176,6 +176,12 @@ impl Schedule {
         horizontal::check_parallel(body, name, &horizontal::RowFacts::of(&self.conversions))
     }
 
+    /// Checks that the iterations of loop `name` write disjoint rows of exclusive parts (see
+    /// [`horizontal::check_rows`]).
+    fn check_rows(&self, body: &[lacuna_stage2::Stmt], name: &str) -> Result<(), Condition> {
+        horizontal::check_rows(body, name, &horizontal::RowFacts::of(&self.conversions))
+    }
+
     /// Applies one primitive; on error the schedule is unchanged.
     pub fn apply(&mut self, inst: Instruction) -> Result<(), ScheduleError> {
         let err = |c: Condition| ScheduleError::new(&inst, c);
@@ -295,6 +301,15 @@ impl Schedule {
                                 .and_then(|_| loop_kind::mark(body, r#loop, ForKind::Bound(axis))),
                             None => Err(e),
                         },
+                        // A loop over rows of exclusive parts (e.g. a group of a bucket's rows).
+                        Err(e @ Condition::CarriedDependence { .. }) => {
+                            match (GpuAxis::from_name(thread), self.check_rows(&body, r#loop)) {
+                                (Some(axis), Ok(())) => {
+                                    loop_kind::mark(body, r#loop, ForKind::Bound(axis))
+                                }
+                                _ => Err(e),
+                            }
+                        }
                         other => other,
                     }
                 }

@@ -1,5 +1,6 @@
 //! The CUDA launcher: loads the driver (`libcuda.so.1`) at run time, moves buffers, launches a
-//! [`GpuKernel`] and times it with events.
+//! [`GpuKernel`] and times it with events. The kernels of a function of several launches run
+//! in order on the default stream (each sees the writes of the ones before), timed together.
 //!
 //! Nothing links against CUDA: on a machine without a driver [`CudaKernel::load`] returns
 //! [`CudaError::NoDriver`], whose message starts with "no CUDA driver".
@@ -156,7 +157,8 @@ pub struct CudaKernel {
     api: Api,
     context: Ptr,
     module: Ptr,
-    function: Ptr,
+    /// One function per launch of the kernel, in order.
+    functions: Vec<Ptr>,
     kernel: GpuKernel,
 }
 
@@ -205,15 +207,21 @@ impl CudaKernel {
         let mut dev: c_int = 0;
         let mut context: Ptr = std::ptr::null_mut();
         let mut module: Ptr = std::ptr::null_mut();
-        let mut function: Ptr = std::ptr::null_mut();
         let ptx = CString::new(kernel.ptx.as_bytes()).map_err(|_| CudaError::Driver {
             call: "cuModuleLoadData (PTX holds a NUL byte)",
             code: -1,
         })?;
-        let entry = CString::new(kernel.entry.as_bytes()).map_err(|_| CudaError::Driver {
-            call: "cuModuleGetFunction (entry holds a NUL byte)",
-            code: -1,
-        })?;
+        let entries = kernel
+            .launches
+            .iter()
+            .map(|k| {
+                CString::new(k.entry.as_bytes()).map_err(|_| CudaError::Driver {
+                    call: "cuModuleGetFunction (entry holds a NUL byte)",
+                    code: -1,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut functions = vec![std::ptr::null_mut(); entries.len()];
         // SAFETY: documented call sequence with valid out-pointers and NUL-terminated strings.
         unsafe {
             check("cuInit", (api.init)(0))?;
@@ -227,16 +235,18 @@ impl CudaKernel {
                 "cuModuleLoadData",
                 (api.module_load_data)(&mut module, ptx.as_ptr().cast()),
             )?;
-            check(
-                "cuModuleGetFunction",
-                (api.module_get_function)(&mut function, module, entry.as_ptr()),
-            )?;
+            for (function, entry) in functions.iter_mut().zip(&entries) {
+                check(
+                    "cuModuleGetFunction",
+                    (api.module_get_function)(function, module, entry.as_ptr()),
+                )?;
+            }
         }
         Ok(CudaKernel {
             api,
             context,
             module,
-            function,
+            functions,
             kernel,
         })
     }
@@ -246,11 +256,12 @@ impl CudaKernel {
         &self.kernel
     }
 
-    /// Copies the bound buffers to the device, launches once, copies written buffers back;
-    /// returns the kernel's time in seconds (CUDA events around the launch).
+    /// Copies the bound buffers to the device, launches once (every kernel of the function in
+    /// order, on the default stream), copies written buffers back; returns the kernels' time in
+    /// seconds (CUDA events around the sequence of launches).
     pub fn run(&self, b: &mut Bindings) -> Result<f64, CudaError> {
         let api = &self.api;
-        let (grid, block) = self.kernel.launch_dims(b)?;
+        let dims = self.kernel.all_launch_dims(b)?;
         let f = &self.kernel.func;
         let params = f
             .params
@@ -313,22 +324,24 @@ impl CudaKernel {
                     "cuEventRecord",
                     (api.event_record)(start, std::ptr::null_mut()),
                 )?;
-                check(
-                    "cuLaunchKernel",
-                    (api.launch)(
-                        self.function,
-                        grid[0],
-                        grid[1],
-                        grid[2],
-                        block[0],
-                        block[1],
-                        block[2],
-                        0,
-                        std::ptr::null_mut(),
-                        arg_ptrs.as_mut_ptr(),
-                        std::ptr::null_mut(),
-                    ),
-                )?;
+                for (&function, (grid, block)) in self.functions.iter().zip(&dims) {
+                    check(
+                        "cuLaunchKernel",
+                        (api.launch)(
+                            function,
+                            grid[0],
+                            grid[1],
+                            grid[2],
+                            block[0],
+                            block[1],
+                            block[2],
+                            0,
+                            std::ptr::null_mut(),
+                            arg_ptrs.as_mut_ptr(),
+                            std::ptr::null_mut(),
+                        ),
+                    )?;
+                }
                 check(
                     "cuEventRecord",
                     (api.event_record)(stop, std::ptr::null_mut()),

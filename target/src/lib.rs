@@ -38,7 +38,7 @@ mod parallel;
 pub use cuda::{cuda_available, CudaError, CudaKernel};
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::{CompiledKernel, KernelArgument, RawArray, RawBindings};
-pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, NVPTX_TRIPLE};
+pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
 
 use inkwell::context::Context;
 use inkwell::module::Module;

@@ -200,9 +200,6 @@ pub fn check_parallel(body: &[Stmt], name: &str, facts: &RowFacts) -> Result<(),
     else {
         unreachable!("find returns loops")
     };
-    let carried = |buffer: &str, why: String| Condition::BadArgument {
-        what: format!("loop `{name}` carries a dependence through `{buffer}`: {why}"),
-    };
     // The parts: the dispatch chain `if fv < o1 { let v0 = ..; P0 } else { if .. }`.
     let mut parts: Vec<(String, &[Stmt])> = Vec::new();
     let mut rest: &[Stmt] = fused;
@@ -225,53 +222,82 @@ pub fn check_parallel(body: &[Stmt], name: &str, facts: &RowFacts) -> Result<(),
     // buffer -> the decomposition that writes it
     let mut writer: BTreeMap<String, String> = BTreeMap::new();
     for (v, stmts) in &parts {
-        let mut acc = Vec::new();
-        crate::loops::accesses(stmts, &mut acc);
-        let mut atomic = Vec::new();
-        crate::loops::atomic_buffers(stmts, &mut atomic);
-        let written: BTreeSet<&String> = acc.iter().filter(|a| a.2).map(|a| &a.0).collect();
-        for buffer in written {
-            if atomic.contains(buffer) {
-                continue;
-            }
-            let lists: Vec<&Vec<Expr>> = acc
-                .iter()
-                .filter(|a| &a.0 == buffer)
-                .map(|a| &a.1)
-                .collect();
-            if !lists.windows(2).all(|w| w[0] == w[1]) {
+        check_part(name, v, stmts, facts, &mut writer)?;
+    }
+    Ok(())
+}
+
+/// Checks that the iterations of a plain loop `name` (not a fused dispatch loop) write
+/// disjoint rows of a decomposition, as [`check_parallel`] checks one part: every written
+/// buffer is accessed at one index list whose first index is a row of an exclusive part, found
+/// through the row-id array at an index that varies with the loop (e.g. the rows of an ELL
+/// bucket split into groups, `let i = i.0 * 4 + i.1`, for binding `i.1` to `threadIdx.y`).
+pub fn check_rows(body: &[Stmt], name: &str, facts: &RowFacts) -> Result<(), Condition> {
+    let index = find(body, name)?;
+    let Some(Stmt::For { var, body: b, .. }) = crate::loops::get(body, index) else {
+        unreachable!("find returns loops")
+    };
+    check_part(name, var, b, facts, &mut BTreeMap::new())
+}
+
+/// Checks one part `stmts` (iterated by `v`) of loop `name`: see [`check_parallel`]; `writer`
+/// collects the decomposition that writes each buffer.
+fn check_part(
+    name: &str,
+    v: &str,
+    stmts: &[Stmt],
+    facts: &RowFacts,
+    writer: &mut BTreeMap<String, String>,
+) -> Result<(), Condition> {
+    let carried = |buffer: &str, why: String| Condition::BadArgument {
+        what: format!("loop `{name}` carries a dependence through `{buffer}`: {why}"),
+    };
+    let mut acc = Vec::new();
+    crate::loops::accesses(stmts, &mut acc);
+    let mut atomic = Vec::new();
+    crate::loops::atomic_buffers(stmts, &mut atomic);
+    let written: BTreeSet<&String> = acc.iter().filter(|a| a.2).map(|a| &a.0).collect();
+    for buffer in written {
+        if atomic.contains(buffer) {
+            continue;
+        }
+        let lists: Vec<&Vec<Expr>> = acc
+            .iter()
+            .filter(|a| &a.0 == buffer)
+            .map(|a| &a.1)
+            .collect();
+        if !lists.windows(2).all(|w| w[0] == w[1]) {
+            return Err(carried(
+                buffer,
+                format!("part `{v}` accesses it at several index lists"),
+            ));
+        }
+        let Some(first) = lists[0].first() else {
+            return Err(carried(buffer, "a scalar written by every part".into()));
+        };
+        let Some(decomposed) = row_of(first, v, stmts, facts) else {
+            return Err(carried(
+                buffer,
+                format!(
+                    "part `{v}` writes it at `{first}`, not at the row of an exclusive part: rows may repeat (split_rows, ell): annotate the loop `atomic` first, or use whole-row buckets"
+                ),
+            ));
+        };
+        if let Some(other) = writer.insert(buffer.clone(), decomposed.clone()) {
+            if other != decomposed {
                 return Err(carried(
                     buffer,
-                    format!("part `{v}` accesses it at several index lists"),
+                    format!("parts of `{other}` and `{decomposed}` both write it"),
                 ));
             }
-            let Some(first) = lists[0].first() else {
-                return Err(carried(buffer, "a scalar written by every part".into()));
-            };
-            let Some(decomposed) = row_of(first, v, stmts, facts) else {
-                return Err(carried(
-                    buffer,
-                    format!(
-                        "part `{v}` writes it at `{first}`, not at the row of an exclusive part: rows may repeat (split_rows, ell): annotate the loop `atomic` first, or use whole-row buckets"
-                    ),
-                ));
-            };
-            if let Some(other) = writer.insert(buffer.clone(), decomposed.clone()) {
-                if other != decomposed {
-                    return Err(carried(
-                        buffer,
-                        format!("parts of `{other}` and `{decomposed}` both write it"),
-                    ));
-                }
-            }
         }
-        // Loop-carried scalars are never independent.
-        if let Some(v) = stmts.iter().find_map(|s| match s {
-            Stmt::Assign { var, .. } => Some(var.clone()),
-            _ => None,
-        }) {
-            return Err(carried(&v, "a variable assigned by every iteration".into()));
-        }
+    }
+    // Loop-carried scalars are never independent.
+    if let Some(v) = stmts.iter().find_map(|s| match s {
+        Stmt::Assign { var, .. } => Some(var.clone()),
+        _ => None,
+    }) {
+        return Err(carried(&v, "a variable assigned by every iteration".into()));
     }
     Ok(())
 }
@@ -305,10 +331,17 @@ fn row_of(e: &Expr, v: &str, stmts: &[Stmt], facts: &RowFacts) -> Option<String>
         Expr::Select(_, a, b) if matches!(**b, Expr::Int(-1, _)) => a.as_ref(),
         other => other,
     };
+    // The row-id array at `v`, or at a variable that takes a distinct value in each iteration
+    // of `v` (e.g. `let i = i.0 * 4 + i.1` under `for i.1`).
     match load {
-        Expr::Load { buffer, indices } if indices == &[Expr::var(v)] => {
-            facts.row_arrays.get(buffer).cloned()
-        }
+        Expr::Load { buffer, indices } => match indices.as_slice() {
+            [Expr::Var(w)]
+                if w == v || crate::primitives::loop_kind::varying(v, stmts).contains(w) =>
+            {
+                facts.row_arrays.get(buffer).cloned()
+            }
+            _ => None,
+        },
         _ => None,
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 /// from them without division or search (which may map two iterations to one value), and the
 /// loops whose ranges are defined from them (their segments are disjoint: validated positions
 /// are monotone).
-fn varying(v: &str, body: &[Stmt]) -> BTreeSet<String> {
+pub(crate) fn varying(v: &str, body: &[Stmt]) -> BTreeSet<String> {
     let mut set = BTreeSet::from([v.to_string()]);
     fn walk(stmts: &[Stmt], set: &mut BTreeSet<String>) {
         let reads = |e: &Expr, set: &BTreeSet<String>| set.iter().any(|x| mentions(e, x));
