@@ -982,7 +982,8 @@ pub fn run_coiteration(
     })
 }
 
-/// Up to this many threads a co-iteration kernel with a one-pass function runs it (serially)
+/// Up to this many threads a co-iteration kernel with a one-pass function that cannot run in
+/// chunks of rows (`run_one_pass_chunks`) runs it serially
 /// instead of the count and compute passes over parallel row chunks: on 2 threads the two
 /// passes in parallel were slower than one serial pass (SpAdd on cage10, bcsstk16 and
 /// cit-HepPh, `scripts/compare-anchors`: 1.54 ms vs 0.90 ms on cage10).
@@ -1026,6 +1027,11 @@ pub fn coiteration_once(
         (_, Target::InterpStage1) => k.reference(b, inputs)?,
         (Some(c), _) => {
             let threads = rayon::current_num_threads();
+            if let (true, Some(one)) = (threads > 1, &c.one_pass) {
+                if run_one_pass_chunks(k, one, b, threads)? {
+                    return Ok(k.output(b)?);
+                }
+            }
             if let (true, Some(one)) = (threads <= ONE_PASS_MAX_THREADS, &c.one_pass) {
                 // SAFETY: compiled machine code of the kernel's one-pass function.
                 unsafe {
@@ -1054,6 +1060,74 @@ pub fn coiteration_once(
             k.output(b)?
         }
     })
+}
+
+/// Runs the compiled one-pass function of `k` over `threads` chunks of rows in parallel, each
+/// appending into its own region of the result's arrays (sized by its rows' operand entries),
+/// then moves the regions together; `Ok(false)`, having run nothing, when the operands are not
+/// stored as [`lacuna_stage2::coiter::CoKernel::one_pass_row_positions`] requires. Every row
+/// runs the same code as in a serial run, so results are bit-identical for any thread count.
+fn run_one_pass_chunks(
+    k: &lacuna_stage2::coiter::CoKernel,
+    kernel: &CompiledKernel,
+    b: &mut Bindings,
+    threads: usize,
+) -> Result<bool, DriverError> {
+    use lacuna_target::{RawArray, RawBindings};
+    use rayon::prelude::*;
+    let Some(chunks) = k.prepare_one_pass_chunks(b, threads)? else {
+        return Ok(false);
+    };
+    let out = &k.assignment.output().name;
+    let (lo_name, hi_name) = lacuna_stage2::coiter::row_range_params(out);
+    let q0_name = lacuna_stage2::coiter::lower::one_pass_start_param(out);
+    let mut shared = RawBindings {
+        params: b.params.clone(),
+        ..RawBindings::default()
+    };
+    for (name, a) in b.buffers.iter_mut() {
+        // The reserved result arrays are passed with their whole capacity.
+        let raw = RawArray {
+            len: a.len().max(a.capacity()),
+            dtype: a.dtype(),
+            ptr: a.as_mut_ptr(),
+        };
+        shared.buffers.insert(name.clone(), raw);
+    }
+    struct Shared(RawBindings);
+    // SAFETY: the arrays outlive the parallel section (`b` is borrowed mutably throughout);
+    // chunks read the inputs and write disjoint rows of the positions and disjoint regions of
+    // the coordinates and values (`prepare_one_pass_chunks`).
+    unsafe impl Sync for Shared {}
+    let shared = Shared(shared);
+    let shared = &shared;
+    let results: Vec<Result<(), String>> = chunks
+        .par_iter()
+        .map(|&lacuna_stage2::coiter::RowChunk { lo, hi, q0 }| {
+            if lo >= hi {
+                return Ok(());
+            }
+            let mut mine = shared.0.clone();
+            mine.params.insert(lo_name.clone(), lo);
+            mine.params.insert(hi_name.clone(), hi);
+            mine.params.insert(q0_name.clone(), q0);
+            // SAFETY: the bindings are consistent for all rows (`CoKernel::bind`); the chunk's
+            // rows are a sub-range whose entries fit its region, written by no other chunk.
+            unsafe { kernel.run_raw(&mine) }.map_err(|e| e.to_string())
+        })
+        .collect();
+    results
+        .into_iter()
+        .collect::<Result<(), String>>()
+        .map_err(|what| {
+            DriverError::Coiter(lacuna_stage2::coiter::CoiterError::Run {
+                pass: kernel.name().to_string(),
+                what,
+            })
+        })?;
+    // SAFETY: every chunk ran the compiled one-pass function over its rows with its `q0`.
+    unsafe { k.finish_one_pass_chunks(b, &chunks)? };
+    Ok(true)
 }
 
 /// Runs one pass of a [`lacuna_stage2::coiter::Plan::parallel_rows`] kernel over chunks of

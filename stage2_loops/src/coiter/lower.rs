@@ -80,6 +80,13 @@ pub fn row_range_params(out: &str) -> (String, String) {
     (format!("{out}.row_lo"), format!("{out}.row_hi"))
 }
 
+/// The parameter giving the first result slot a [`generate_one_pass`] function appends at
+/// (0 for all rows; a chunk of rows writes its own region of the arrays). Its rows are
+/// `[row_lo, row_hi)` ([`row_range_params`]).
+pub fn one_pass_start_param(out: &str) -> String {
+    format!("{out}.q0")
+}
+
 /// Which pass a function is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
@@ -530,8 +537,18 @@ fn generate_with(
     g.one_pass = one_pass;
     let mut body = Vec::new();
     let sparse_out = plan.mode != OutMode::Dense;
+    let (q0_param, range) = (
+        one_pass_start_param(&a.output().name),
+        row_range_params(&a.output().name),
+    );
     if sparse_out && pass == Pass::Compute {
-        body.push(decl("out.q", Expr::i64(0)));
+        // One pass appends from a given slot: 0 for all rows, a chunk's own region otherwise.
+        let start = if one_pass {
+            Expr::Param(q0_param.clone())
+        } else {
+            Expr::i64(0)
+        };
+        body.push(decl("out.q", start));
     }
     body.extend(g.var(0, &a.rhs)?);
     let name = match pass {
@@ -539,9 +556,11 @@ fn generate_with(
         Pass::Compute => a.name.clone(),
     };
     let mut params = a.params.clone();
-    if plan.parallel_rows {
-        let (lo, hi) = row_range_params(&a.output().name);
-        params.extend([lo, hi]);
+    if plan.parallel_rows || g.wrote_pos {
+        params.extend([range.0, range.1]);
+    }
+    if g.wrote_pos {
+        params.push(q0_param);
     }
     let f = crate::passes::simplify::simplify(Func {
         name,
@@ -822,13 +841,15 @@ impl Gen<'_> {
                 ));
                 self.wrote_pos = true;
             }
-            // Workspace rows in chunks: the caller gives the range (and a workspace per chunk).
-            let (start, end) = if depth == 0 && self.plan.parallel_rows {
-                let (lo, hi) = row_range_params(&self.a.output().name);
-                (Expr::Param(lo), Expr::Param(hi))
-            } else {
-                (Expr::i64(0), n)
-            };
+            // Workspace rows in chunks: the caller gives the range (and a workspace per chunk);
+            // so does one pass, whose rows can run in chunks writing disjoint regions.
+            let (start, end) =
+                if depth == 0 && (self.plan.parallel_rows || rows_append && self.one_pass) {
+                    let (lo, hi) = row_range_params(&self.a.output().name);
+                    (Expr::Param(lo), Expr::Param(hi))
+                } else {
+                    (Expr::i64(0), n)
+                };
             out.push(Stmt::For {
                 var: var.clone(),
                 start,

@@ -23,6 +23,7 @@ use crate::ir::Func;
 use lacuna_ir::storage::SparseTensor;
 use lacuna_ir::{ArrayData, CooTensor, DType, DenseArray, Scalar};
 use lacuna_stage1::{eval_binop, eval_unop, size_value, Bindings, Input, Output, Program, Size};
+use notation::VKind;
 use std::collections::{BTreeMap, HashMap};
 
 /// A co-iteration kernel that cannot be compiled or run.
@@ -81,6 +82,17 @@ pub struct CoKernel {
 }
 
 const REFERENCE_LIMIT: u128 = 200_000_000;
+
+/// A chunk of rows of a one-pass run ([`CoKernel::prepare_one_pass_chunks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowChunk {
+    /// First row.
+    pub lo: i64,
+    /// One past the last row.
+    pub hi: i64,
+    /// The first result slot the chunk appends at.
+    pub q0: i64,
+}
 
 impl CoKernel {
     /// Analyzes and lowers a co-iteration kernel.
@@ -347,6 +359,189 @@ impl CoKernel {
         );
     }
 
+    /// Sets the one-pass function's rows `[lo, hi)` and its first result slot `q0`.
+    fn set_one_pass_range(&self, b: &mut Bindings, lo: i64, hi: i64, q0: i64) {
+        let out = &self.assignment.output().name;
+        let (l, h) = lower::row_range_params(out);
+        b.params.insert(l, lo);
+        b.params.insert(h, hi);
+        b.params.insert(lower::one_pass_start_param(out), q0);
+    }
+
+    /// The position arrays, indexed by result row, of the operands the one-pass result's
+    /// entries come from (each a dense row level over the result's row and a compressed level
+    /// over its column, e.g. CSR), or `None` when some operand is stored otherwise. The sum of
+    /// their positions at row `r` bounds the result's entries in rows `[0, r)`: a chunk of rows
+    /// `[lo, hi)` can then append at that bound for `lo` into a region no other chunk writes.
+    pub fn one_pass_row_positions(&self) -> Option<Vec<String>> {
+        self.one_pass.as_ref()?;
+        let a = &self.assignment;
+        let (&[row], Some(last)) = (self.plan.row_vars.as_slice(), self.plan.last_var) else {
+            return None;
+        };
+        let mut names = Vec::new();
+        for (t, tensor) in a.tensors.iter().enumerate() {
+            if t == a.out || !lower::sparse_at(a, &self.plan.levels, t, last) {
+                continue;
+            }
+            let levels = self.plan.levels[t].as_ref()?;
+            match levels.as_slice() {
+                [l0, l1]
+                    if l0.kind == VKind::Dense
+                        && tensor.vars[l0.dim] == row
+                        && l1.kind == VKind::Compressed
+                        && tensor.vars[l1.dim] == last =>
+                {
+                    names.push(lower::pos_name(&tensor.name, l1.storage));
+                }
+                _ => return None,
+            }
+        }
+        (!names.is_empty()).then_some(names)
+    }
+
+    /// Splits the rows into `chunks` ranges of about equal operand entries for a chunked run
+    /// of the one-pass function: `(lo, hi, q0)` per chunk, `q0` the chunk's first slot; with
+    /// the result's positions zeroed and its coordinates and values reserved
+    /// ([`ArrayData::reserved`]) for all operand entries. `None` when the kernel has no
+    /// one-pass function or an operand is not stored as [`CoKernel::one_pass_row_positions`]
+    /// requires. Run the chunks (each with `row_lo`, `row_hi` and `q0` set, in any order or
+    /// at once: their writes are disjoint), then [`CoKernel::finish_one_pass_chunks`].
+    pub fn prepare_one_pass_chunks(
+        &self,
+        b: &mut Bindings,
+        chunks: usize,
+    ) -> Result<Option<Vec<RowChunk>>, CoiterError> {
+        let Some(names) = self.one_pass_row_positions() else {
+            return Ok(None);
+        };
+        let out = self.assignment.output();
+        let rows = self.rows(&b.params)?;
+        let mut weight = vec![0i64; rows + 1];
+        for n in &names {
+            let p = b.buffers.get(n).ok_or_else(|| CoiterError::Run {
+                pass: format!("{}_one_pass", self.assignment.name),
+                what: format!("`{n}` not bound"),
+            })?;
+            for (r, w) in weight.iter_mut().enumerate() {
+                *w += p.get(r).map_or(0, |x| x.as_i64());
+            }
+        }
+        let total = weight[rows];
+        let chunks = chunks.clamp(1, rows.max(1));
+        let mut bounds = vec![0usize];
+        for c in 1..chunks {
+            let target = (total as i128 * c as i128 / chunks as i128) as i64;
+            let from = *bounds.last().unwrap_or(&0);
+            let at = from + weight[from..rows].partition_point(|&w| w < target);
+            bounds.push(at);
+        }
+        bounds.push(rows);
+        b.buffers.insert(
+            format!("{}.pos", out.name),
+            ArrayData::zeros(DType::I64, rows + 1),
+        );
+        let slots = usize::try_from(total).unwrap_or(0);
+        b.buffers.insert(
+            format!("{}.crd", out.name),
+            ArrayData::reserved(DType::I64, slots),
+        );
+        b.buffers.insert(
+            lower::vals_name(&out.name),
+            ArrayData::reserved(out.dtype, slots),
+        );
+        self.set_one_pass_range(b, 0, rows as i64, 0);
+        Ok(Some(
+            bounds
+                .windows(2)
+                .map(|w| RowChunk {
+                    lo: w[0] as i64,
+                    hi: w[1] as i64,
+                    q0: weight[w[0]],
+                })
+                .collect(),
+        ))
+    }
+
+    /// After every chunk of [`CoKernel::prepare_one_pass_chunks`] has run: moves each chunk's
+    /// entries down to follow the previous chunk's (its positions shifted alike), so that the
+    /// result's arrays hold the rows' entries contiguously, and takes the written prefix as
+    /// the coordinates and values.
+    ///
+    /// # Safety
+    ///
+    /// Every chunk ran the compiled one-pass function over its rows with its `q0`, which wrote
+    /// the coordinate and value of every slot from `q0` to its last row's end position (as
+    /// [`lower::generate_one_pass`] emits it).
+    pub unsafe fn finish_one_pass_chunks(
+        &self,
+        b: &mut Bindings,
+        chunks: &[RowChunk],
+    ) -> Result<(), CoiterError> {
+        let out = self.assignment.output();
+        let err = |what: String| CoiterError::Run {
+            pass: format!("{}_one_pass", self.assignment.name),
+            what,
+        };
+        let pos_name = format!("{}.pos", out.name);
+        let mut pos = b
+            .buffers
+            .remove(&pos_name)
+            .ok_or_else(|| err("result positions missing".into()))?
+            .to_i64_vec();
+        let crd_name = format!("{}.crd", out.name);
+        let vals_name = lower::vals_name(&out.name);
+        let reserved = b.buffers.get(&crd_name).map_or(0, |a| a.capacity()) as i64;
+        let mut end = 0i64;
+        let mut moves = Vec::new();
+        for (c, &RowChunk { lo, hi, q0 }) in chunks.iter().enumerate() {
+            let next = chunks.get(c + 1).map_or(reserved, |n| n.q0);
+            let (lo_u, hi_u) = (lo as usize, hi as usize);
+            let stop = *pos
+                .get(hi_u)
+                .filter(|_| lo <= hi)
+                .ok_or_else(|| err(format!("chunk rows {lo}..{hi} outside the positions")))?;
+            let written = if lo == hi { q0 } else { stop };
+            if written < q0 || written > next {
+                return Err(err(format!(
+                    "chunk rows {lo}..{hi} wrote slots {q0}..{written}, beyond its region"
+                )));
+            }
+            if q0 != end {
+                let shift = q0 - end;
+                for p in &mut pos[lo_u + 1..=hi_u] {
+                    *p -= shift;
+                }
+                moves.push((q0 as usize, end as usize, (written - q0) as usize));
+            }
+            end += written - q0;
+        }
+        for name in [&crd_name, &vals_name] {
+            let a = b
+                .buffers
+                .get_mut(name)
+                .ok_or_else(|| err(format!("`{name}` missing")))?;
+            if (end as usize) > a.capacity() {
+                return Err(err(format!("`{name}` holds fewer slots than written")));
+            }
+            let size = a.dtype().size_bytes();
+            let base = a.as_mut_ptr();
+            for &(from, to, n) in &moves {
+                // SAFETY: both ranges lie within the reservation (`from + n` is at most the
+                // next chunk's start, checked above, and the reservation holds every chunk's
+                // region); the source slots were written by the chunk (the caller's contract);
+                // `copy` allows the overlap of a move down.
+                unsafe {
+                    std::ptr::copy(base.add(from * size), base.add(to * size), n * size);
+                }
+            }
+            // SAFETY: slots below `end` hold the chunks' entries, moved contiguously above.
+            unsafe { a.assume_written(end as usize) };
+        }
+        b.buffers.insert(pos_name, ArrayData::I64(pos));
+        Ok(())
+    }
+
     /// Runs [`CoKernel::one_pass`] (when there is one; `Ok(false)` otherwise) through `exec`:
     /// the result's positions zeroed, its coordinates and values sized by the stored entries
     /// of the operands it can hold entries of ([`Plan::one_pass`]); [`CoKernel::output`]
@@ -415,6 +610,7 @@ impl CoKernel {
             format!("{}.pos", out.name),
             ArrayData::zeros(DType::I64, rows + 1),
         );
+        self.set_one_pass_range(b, 0, rows as i64, 0);
         if reserve {
             b.buffers.insert(
                 format!("{}.crd", out.name),
