@@ -82,6 +82,31 @@ pub enum GpuError {
         /// What is wrong.
         why: String,
     },
+    /// A dynamic shared buffer's extent reads something other than parameters (and
+    /// elements at parameter positions), so its size cannot be computed before the launch.
+    #[error("shared buffer `{buffer}` has extent `{extent}`, which reads {what}: the extent of a shared buffer must depend on parameters only")]
+    SharedExtent {
+        /// The scratch buffer.
+        buffer: String,
+        /// Its extent.
+        extent: String,
+        /// What the extent reads.
+        what: String,
+    },
+    /// A kernel asks for more shared memory per block than the device (or architecture) allows.
+    #[error("the kernel needs {bytes} bytes of shared memory per block ({static_bytes} static + {dynamic_bytes} dynamic), more than the {limit} bytes {what} allows")]
+    SharedMemory {
+        /// Total bytes.
+        bytes: u64,
+        /// Of which static (`.shared` arrays of constant size).
+        static_bytes: u64,
+        /// Of which dynamic (`.extern .shared`).
+        dynamic_bytes: u64,
+        /// The limit.
+        limit: u64,
+        /// Whose limit (an architecture or the device).
+        what: String,
+    },
     /// A launch extent is out of CUDA's range.
     #[error("launch extent {value} of {axis} is out of range ({limit})")]
     ExtentRange {
@@ -250,7 +275,7 @@ fn collect(
 }
 
 /// What an extent expression reads besides parameters and literals, if anything.
-fn non_param(e: &Expr) -> Option<String> {
+pub(crate) fn non_param(e: &Expr) -> Option<String> {
     match e {
         Expr::Var(v) => Some(format!("variable `{v}`")),
         // A load at a position computable on the host (e.g. `J.indptr[m]`, the nonzero count)
