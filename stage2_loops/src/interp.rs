@@ -272,6 +272,14 @@ pub fn interpret_gpu(f: &Func, b: &mut Bindings) -> R<()> {
         a.get(usize::try_from(i).ok()?)
     };
     let dims = launch.dims(&b.params, &load)?;
+    // Shared memory per block within the largest architecture's limit (sm_90), as a launch
+    // would check it; each block gets its own copy of every shared buffer below.
+    crate::gpu_mem::shared_layout(f)?.dynamic_bytes_for(
+        &b.params,
+        &load,
+        crate::gpu_mem::MAX_SHARED_SM90,
+        "sm_90 (227 KiB)",
+    )?;
     let mut m = Machine {
         f,
         data,

@@ -28,6 +28,7 @@ use inkwell::AddressSpace;
 use lacuna_ir::DType;
 use lacuna_stage1::Bindings;
 use lacuna_stage2::gpu::{launch, GpuError, Launch};
+use lacuna_stage2::gpu_mem::{shared_layout, SharedLayout, MAX_SHARED_SM80, MAX_SHARED_SM90};
 use lacuna_stage2::BufferKind;
 use lacuna_stage2::{Expr, Func, GpuAxis, ShuffleKind, Stmt};
 use std::collections::HashMap;
@@ -71,6 +72,14 @@ impl GpuArch {
             GpuArch::Sm90 => "sm_90",
         }
     }
+    /// The most shared memory (static plus dynamic) a block may use on this architecture
+    /// after opting in: 163 KiB on sm_80, 227 KiB on sm_90.
+    pub fn max_shared_bytes(self) -> u64 {
+        match self {
+            GpuArch::Sm80 => MAX_SHARED_SM80,
+            GpuArch::Sm90 => MAX_SHARED_SM90,
+        }
+    }
 }
 
 /// A PTX kernel and how to launch it.
@@ -88,24 +97,54 @@ pub struct GpuKernel {
     pub params: Vec<String>,
     /// The function (buffers in argument order).
     pub func: Func,
+    /// Its shared memory: static buffers and the dynamic ones with their offsets.
+    pub shared: SharedLayout,
 }
 
 impl GpuKernel {
     /// Grid and block dimensions for bound data: the extents are evaluated from its
     /// parameters (and, for extents such as `J.indptr[m]`, its structure arrays).
     pub fn launch_dims(&self, b: &Bindings) -> Result<([u32; 3], [u32; 3]), GpuError> {
-        let load = |name: &str, i: i64| {
-            let decl = self.func.buffer(name)?;
-            let arr = match &decl.kind {
-                BufferKind::Values(_) => b.buffers.get(name),
-                BufferKind::Indptr(ax) => b.axes.get(ax).and_then(|a| a.indptr.as_ref()),
-                BufferKind::Indices(ax) => b.axes.get(ax).and_then(|a| a.indices.as_ref()),
-            }?;
-            arr.get(usize::try_from(i).ok()?)
-        };
-        self.launch.dims(&b.params, &load)
+        self.launch
+            .dims(&b.params, &|name, i| host_load(&self.func, b, name, i))
+    }
+
+    /// Bytes of dynamic shared memory a launch on bound data needs (0 when no shared buffer
+    /// is dynamic), checked with the static shared memory against the architecture's limit
+    /// ([`GpuArch::max_shared_bytes`]); the launcher checks the device's own limit too.
+    pub fn dynamic_shared_bytes(&self, b: &Bindings) -> Result<u64, GpuError> {
+        self.shared.dynamic_bytes_for(
+            &b.params,
+            &|name, i| host_load(&self.func, b, name, i),
+            self.arch.max_shared_bytes(),
+            self.arch.name(),
+        )
     }
 }
+
+/// Element `i` of the bound array behind buffer `name` of `f` (for expressions evaluated on
+/// the host before a launch).
+fn host_load(f: &Func, b: &Bindings, name: &str, i: i64) -> Option<lacuna_ir::Scalar> {
+    let decl = f.buffer(name)?;
+    let arr = match &decl.kind {
+        BufferKind::Values(_) => b.buffers.get(name),
+        BufferKind::Indptr(ax) => b.axes.get(ax).and_then(|a| a.indptr.as_ref()),
+        BufferKind::Indices(ax) => b.axes.get(ax).and_then(|a| a.indices.as_ref()),
+    }?;
+    arr.get(usize::try_from(i).ok()?)
+}
+
+/// GPU-only state of the statement emitter.
+#[derive(Default)]
+pub(crate) struct GpuExtras<'a, 'ctx> {
+    /// The kernel's shared memory layout (which shared buffers are dynamic, at what offset).
+    pub shared: Option<&'a SharedLayout>,
+    /// The extern `addrspace(3)` array of dynamic shared memory, once declared.
+    pub dyn_base: Option<inkwell::values::PointerValue<'ctx>>,
+}
+
+/// Symbol of the kernel's dynamic shared memory (`extern __shared__`).
+const DYN_SHARED: &str = "lacuna_dynamic_shared";
 
 /// Initializes LLVM's NVPTX target once per process.
 fn init_nvptx() -> R<()> {
@@ -151,6 +190,7 @@ pub fn compile_ptx(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<GpuKerne
     let ctx = Context::create();
     let tm = nvptx_machine(arch, opts)?;
     let (module, entry, launch) = build_kernel_module(&ctx, f, &tm)?;
+    let shared = shared_layout(f)?;
     optimize(&module, &tm, opts)?;
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Assembly)
@@ -167,6 +207,7 @@ pub fn compile_ptx(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<GpuKerne
         launch,
         params: f.params.clone(),
         func: f.clone(),
+        shared,
     })
 }
 
@@ -190,6 +231,7 @@ fn build_kernel_module<'ctx>(
     let lowered = lacuna_stage2::gpu::lower_warp_reductions(f)?;
     let f = &lowered;
     let launch = launch(f)?;
+    let shared = shared_layout(f)?;
     let sym = format!("lacuna_{}", symbol_name(&f.name));
     let module = ctx.create_module(&sym);
     module.set_triple(&tm.get_triple());
@@ -238,6 +280,10 @@ fn build_kernel_module<'ctx>(
         // A `Parallel` loop inside a GPU kernel runs serially in its thread.
         in_parallel: true,
         outlined: Default::default(),
+        gpux: GpuExtras {
+            shared: Some(&shared),
+            ..Default::default()
+        },
     };
     em.stmts(&f.body)?;
     em.builder.build_return(None)?;
@@ -339,6 +385,44 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
 }
 
 impl<'a, 'ctx> Emitter<'a, 'ctx> {
+    /// The address of shared buffer `buffer` if it is dynamic: its byte offset (computed from
+    /// the parameters) into the kernel's extern `[0 x i8]` array of dynamic shared memory,
+    /// declared on first use (`.extern .shared .align 16` in PTX).
+    pub(crate) fn dynamic_shared(
+        &mut self,
+        buffer: &str,
+    ) -> R<Option<inkwell::values::PointerValue<'ctx>>> {
+        let Some(d) = self.gpux.shared.and_then(|l| l.dynamic_buffer(buffer)) else {
+            return Ok(None);
+        };
+        let base = match self.gpux.dyn_base {
+            Some(p) => p,
+            None => {
+                let ty = self.ctx.i8_type().array_type(0);
+                let g = self
+                    .module
+                    .add_global(ty, Some(AddressSpace::from(3u16)), DYN_SHARED);
+                g.set_linkage(inkwell::module::Linkage::External);
+                g.set_alignment(lacuna_stage2::gpu_mem::SHARED_ALIGN as u32);
+                let p = g.as_pointer_value();
+                self.gpux.dyn_base = Some(p);
+                p
+            }
+        };
+        let off = self.int_operand(&d.offset, |dtype| CodegenError::Scratch {
+            buffer: buffer.to_string(),
+            scope: "shared",
+            why: format!("its offset in dynamic shared memory has type {dtype}"),
+        })?;
+        // SAFETY (of the LLVM construct): the offset lies inside the launch's dynamic shared
+        // memory, whose size the launcher computes from the same layout.
+        let p = unsafe {
+            self.builder
+                .build_in_bounds_gep(self.ctx.i8_type(), base, &[off], buffer)
+        }?;
+        Ok(Some(p))
+    }
+
     /// A warp shuffle with a full mask: `llvm.nvvm.shfl.sync.{down,bfly,idx}.i32`, 64-bit
     /// values as two 32-bit halves, `bool` widened to 32 bits.
     pub(crate) fn shuffle(

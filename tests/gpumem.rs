@@ -1,0 +1,469 @@
+//! GPU memory without a GPU: dynamic (`extern`) shared memory, vectorized global loads and the
+//! nnz-split SpMV schedule. PTX is assembled by NVIDIA's `ptxas` for sm_80 and sm_90, and the
+//! stage-II interpreter's GPU semantics is compared with the CPU.
+
+mod common;
+
+use common::*;
+use lacuna::driver::{reset_outputs, DriverError, Executable, Target};
+use lacuna::ir::{ArrayData, DType};
+use lacuna::schedule::{Schedule, ScheduleFile};
+use lacuna::stage1::{unpack, Input, Program, Role};
+use lacuna::stage2::gpu::GpuError;
+use lacuna::stage2::gpu_mem::shared_layout;
+use lacuna::stage2::{
+    interpret_gpu, lower_to_flat, BufferDecl, BufferKind, Config, Expr, ForKind, Func, GpuAxis,
+    MemScope, ScratchDecl, Stage2InterpError, Stmt,
+};
+use lacuna::target::{compile_ptx, CodegenError, CodegenOptions, GpuArch, GpuKernel};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(16),
+        ..ProptestConfig::default()
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn schedule(name: &str) -> ScheduleFile {
+    lacuna::driver::load_schedule(&root().join("examples/schedules").join(name))
+        .expect("schedule loads")
+}
+
+fn flat_of(p: &Program, file: &ScheduleFile) -> Func {
+    let s = Schedule::replay(p, &file.trace).expect("the schedule applies");
+    lower_to_flat(
+        s.stage2().expect("lowers"),
+        &Config::default(),
+        &mut |_, _| {},
+    )
+    .expect("flattens")
+}
+
+/// `ptxas` from the PyPI wheel `nvidia-cuda-nvcc-cu12` in `.venv`, or `$PTXAS`.
+fn ptxas() -> PathBuf {
+    if let Ok(p) = std::env::var("PTXAS") {
+        return PathBuf::from(p);
+    }
+    let lib = root().join(".venv/lib");
+    for e in std::fs::read_dir(&lib).into_iter().flatten().flatten() {
+        let p = e.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
+        if p.is_file() {
+            return p;
+        }
+    }
+    panic!("ptxas not found: run ./scripts/setup (installs nvidia-cuda-nvcc-cu12) or set PTXAS")
+}
+
+/// Compiles `f` for both architectures, assembles each PTX with `ptxas`; the kernels.
+fn assemble(what: &str, f: &Func) -> Vec<GpuKernel> {
+    let tmp = std::env::temp_dir().join(format!("lacuna-gpumem-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("temp dir");
+    let mut out = Vec::new();
+    for arch in [GpuArch::Sm80, GpuArch::Sm90] {
+        let k = compile_ptx(f, arch, &CodegenOptions::default()).expect("PTX");
+        let ptx = tmp.join(format!("{what}.{}.ptx", arch.name()));
+        std::fs::write(&ptx, &k.ptx).expect("writes PTX");
+        let run = Command::new(ptxas())
+            .arg(format!("-arch={}", arch.name()))
+            .arg(&ptx)
+            .arg("-o")
+            .arg(tmp.join(format!("{what}.{}.cubin", arch.name())))
+            .output()
+            .expect("ptxas runs");
+        assert!(
+            run.status.success(),
+            "ptxas -arch={} rejected {what}:\n{}\n{}",
+            arch.name(),
+            String::from_utf8_lossy(&run.stderr),
+            k.ptx
+        );
+        out.push(k);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    out
+}
+
+/// The inputs of a kernel for a random CSR matrix `rows` (m × n) and `feat` features.
+fn inputs_for(
+    kernel: &str,
+    m: usize,
+    n: usize,
+    feat: usize,
+    rows: &[Vec<(usize, f64)>],
+) -> BTreeMap<String, Input> {
+    let a = Input::Coo(to_coo(m, n, rows));
+    match kernel {
+        "spmm" => BTreeMap::from([
+            ("A".to_string(), a),
+            ("B".to_string(), dense(&[n, feat], values(n * feat, 7))),
+        ]),
+        "spmv" => BTreeMap::from([
+            ("A".to_string(), a),
+            ("x".to_string(), dense(&[n], values(n, 3))),
+        ]),
+        other => panic!("no inputs for {other}"),
+    }
+}
+
+/// Runs a scheduled kernel on `target`; the output.
+fn run_on(
+    p: &Program,
+    file: &ScheduleFile,
+    inputs: &BTreeMap<String, Input>,
+    target: Target,
+) -> Result<lacuna::stage1::Output, DriverError> {
+    let (scheduled, exe, conversions) = Executable::build_converting(p, Some(file), target)?;
+    let given = lacuna::driver::convert_inputs(&conversions, inputs).expect("converts");
+    let mut b =
+        lacuna::stage1::bind_with(&scheduled, inputs, &BTreeMap::new(), given).expect("binds");
+    reset_outputs(&scheduled, &mut b);
+    exe.run(&scheduled, &mut b)?;
+    let o = scheduled
+        .buffers
+        .iter()
+        .find(|x| x.role == Role::Output)
+        .expect("an output");
+    Ok(unpack(&scheduled, &b, &o.name).expect("unpacks"))
+}
+
+/// The unscheduled kernel on the JIT: the reference of every GPU run here.
+fn cpu(p: &Program, kernel: &str, inputs: &BTreeMap<String, Input>) -> lacuna::stage1::Output {
+    let plain = ScheduleFile {
+        version: 1,
+        kernel: kernel.into(),
+        trace: vec![],
+    };
+    run_on(p, &plain, inputs, Target::Jit).expect("CPU run")
+}
+
+fn same(what: &str, got: &lacuna::stage1::Output, want: &lacuna::stage1::Output) {
+    let (g, w) = (got.values().to_f64_vec(), want.values().to_f64_vec());
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    assert_eq!(g.len(), w.len(), "{what}: number of values");
+    for (i, (x, y)) in g.iter().zip(&w).enumerate() {
+        assert!(close(*x, *y), "{what}: value {i}: {x} vs CPU {y}");
+    }
+}
+
+/// Bindings of the spmm kernel scheduled by `file` for a small matrix and `feat` features.
+fn spmm_bindings(file: &ScheduleFile, feat: usize) -> (Program, lacuna::stage1::Bindings) {
+    let p = kernel("spmm");
+    let rows = vec![vec![(0, 1.0), (1, 2.0)], vec![(1, 3.0)], vec![]];
+    let inputs = inputs_for("spmm", 3, 2, feat, &rows);
+    let (scheduled, _, conversions) =
+        Executable::build_converting(&p, Some(file), Target::InterpGpu).expect("builds");
+    let given = lacuna::driver::convert_inputs(&conversions, &inputs).expect("converts");
+    let b = lacuna::stage1::bind_with(&scheduled, &inputs, &BTreeMap::new(), given).expect("binds");
+    (scheduled, b)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Dynamic shared memory
+// ---------------------------------------------------------------------------------------
+
+const DYN: &str = "spmm_bsr_gpu_shared_dyn.ron";
+
+/// The cache of B under each nonzero block holds 2 x 2 x ceil(feat / 32) x 32 values: its
+/// extent reads `feat`, so it is dynamic shared memory: `.extern .shared` in the PTX, which
+/// `ptxas` assembles, and a launch size that follows `feat`.
+#[test]
+fn dynamic_shared_cache_reaches_ptx_and_sizes_with_feat() {
+    let file = schedule(DYN);
+    let p = kernel("spmm");
+    let flat = flat_of(&p, &file);
+    // CPU code has no dynamic shared memory: a typed GPU-only error.
+    let e = lacuna::target::compile(&flat, &CodegenOptions::default()).expect_err("GPU-only");
+    assert!(
+        matches!(e, CodegenError::GpuOnly { what } if what.contains("dynamic shared")),
+        "{e}"
+    );
+    let layout = shared_layout(&flat).expect("layout");
+    assert!(layout.statics.is_empty(), "{layout:?}");
+    assert_eq!(layout.dynamic.len(), 1, "{layout:?}");
+    assert_eq!(layout.dynamic[0].buffer, "B_shared");
+    for k in assemble("bsr_dyn", &flat) {
+        assert!(
+            k.ptx
+                .contains(".extern .shared .align 16 .b8 lacuna_dynamic_shared[]"),
+            "{}",
+            k.ptx
+        );
+        assert!(k.ptx.contains("st.shared.f64") && k.ptx.contains("bar.sync"));
+        for feat in [1usize, 31, 32, 33, 1000] {
+            let (_, b) = spmm_bindings(&file, feat);
+            let want = 4 * feat.div_ceil(32) * 32 * 8;
+            assert_eq!(
+                k.dynamic_shared_bytes(&b).expect("fits") as usize,
+                want,
+                "feat = {feat}"
+            );
+        }
+    }
+}
+
+/// Too much shared memory for the architecture is a typed error at launch (and under GPU
+/// semantics, which checks sm_90's limit), never a panic: 4 x 6016 doubles (188 KiB) fit
+/// sm_90 (227 KiB) but not sm_80 (163 KiB); 4 x 8192 (256 KiB) fit neither.
+#[test]
+fn too_much_dynamic_shared_memory_is_a_typed_error() {
+    let file = schedule(DYN);
+    let flat = flat_of(&kernel("spmm"), &file);
+    let sm80 = compile_ptx(&flat, GpuArch::Sm80, &CodegenOptions::default()).expect("PTX");
+    let sm90 = compile_ptx(&flat, GpuArch::Sm90, &CodegenOptions::default()).expect("PTX");
+    let (_, b) = spmm_bindings(&file, 6000);
+    let e = sm80
+        .dynamic_shared_bytes(&b)
+        .expect_err("over sm_80's limit");
+    assert!(
+        matches!(
+            e,
+            GpuError::SharedMemory {
+                bytes: 192_512,
+                limit: 166_912,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("sm_80"), "{e}");
+    assert_eq!(sm90.dynamic_shared_bytes(&b).expect("fits sm_90"), 192_512);
+    let (scheduled, b) = spmm_bindings(&file, 8192);
+    let e = sm90
+        .dynamic_shared_bytes(&b)
+        .expect_err("over sm_90's limit");
+    assert!(
+        matches!(
+            e,
+            GpuError::SharedMemory {
+                bytes: 262_144,
+                limit: 232_448,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut b2 = b.clone();
+    reset_outputs(&scheduled, &mut b2);
+    let e = interpret_gpu(&flat, &mut b2).expect_err("over the limit under GPU semantics");
+    assert!(
+        matches!(e, Stage2InterpError::Gpu(GpuError::SharedMemory { .. })),
+        "{e}"
+    );
+}
+
+fn decl(name: &str, dtype: DType, role: Role) -> BufferDecl {
+    BufferDecl {
+        name: name.into(),
+        dtype,
+        layout: vec![],
+        kind: BufferKind::Values(role),
+    }
+}
+
+fn load(b: &str, i: Expr) -> Expr {
+    Expr::Load {
+        buffer: b.into(),
+        indices: vec![i],
+    }
+}
+
+fn bound(var: &str, n: Expr, axis: GpuAxis, body: Vec<Stmt>) -> Stmt {
+    Stmt::For {
+        var: var.into(),
+        start: Expr::i64(0),
+        end: n,
+        kind: ForKind::Bound(axis),
+        body,
+    }
+}
+
+/// A kernel that reverses each block's 64-element slice of `x` through shared buffers of
+/// `extent` elements each: `s1` and `s2` (f64), staged behind barriers.
+fn reverse_through_shared(extent: Expr) -> Func {
+    let alloc = |name: &str| Stmt::Alloc {
+        buffer: name.into(),
+        dtype: DType::F64,
+        extent: extent.clone(),
+        scope: MemScope::Shared,
+    };
+    let g = |t: Expr| Expr::add(Expr::mul(Expr::var("b"), Expr::i64(64)), t);
+    Func {
+        scratch: ["s1", "s2"]
+            .map(|n| ScratchDecl {
+                name: n.into(),
+                dtype: DType::F64,
+                scope: MemScope::Shared,
+            })
+            .to_vec(),
+        name: "reverse".into(),
+        params: vec!["nb".into(), "w".into()],
+        axes: vec![],
+        buffers: vec![
+            decl("x", DType::F64, Role::Input),
+            decl("y", DType::F64, Role::Output),
+        ],
+        body: vec![bound(
+            "b",
+            Expr::Param("nb".into()),
+            GpuAxis::BlockX,
+            vec![
+                alloc("s1"),
+                alloc("s2"),
+                bound(
+                    "t",
+                    Expr::i64(64),
+                    GpuAxis::ThreadX,
+                    vec![Stmt::Store {
+                        buffer: "s1".into(),
+                        indices: vec![Expr::var("t")],
+                        value: load("x", g(Expr::var("t"))),
+                    }],
+                ),
+                Stmt::Barrier,
+                bound(
+                    "t",
+                    Expr::i64(64),
+                    GpuAxis::ThreadX,
+                    vec![Stmt::Store {
+                        buffer: "s2".into(),
+                        indices: vec![Expr::var("t")],
+                        value: load("s1", Expr::sub(Expr::i64(63), Expr::var("t"))),
+                    }],
+                ),
+                Stmt::Barrier,
+                bound(
+                    "t",
+                    Expr::i64(64),
+                    GpuAxis::ThreadX,
+                    vec![Stmt::Store {
+                        buffer: "y".into(),
+                        indices: vec![g(Expr::var("t"))],
+                        value: load("s2", Expr::var("t")),
+                    }],
+                ),
+            ],
+        )],
+    }
+}
+
+fn run_reverse(f: &Func, w: i64) -> Result<Vec<f64>, Stage2InterpError> {
+    let mut b = lacuna::stage1::Bindings::default();
+    b.params.insert("nb".into(), 3);
+    b.params.insert("w".into(), w);
+    b.buffers.insert(
+        "x".into(),
+        ArrayData::F64((0..192).map(|v| v as f64 * 0.5).collect()),
+    );
+    b.buffers.insert("y".into(), ArrayData::F64(vec![0.0; 192]));
+    interpret_gpu(f, &mut b)?;
+    Ok(b.buffers["y"].to_f64_vec())
+}
+
+fn reversed() -> Vec<f64> {
+    (0..192)
+        .map(|i| ((i / 64) * 64 + 63 - i % 64) as f64 * 0.5)
+        .collect()
+}
+
+/// The rule: constant extents are static `.shared` arrays while they fit 48 KiB together;
+/// beyond, every shared buffer is dynamic; a parameter extent is always dynamic, each buffer
+/// at a 16-byte aligned offset. Every variant computes the same result under GPU semantics
+/// (each block with its own copy) and assembles.
+#[test]
+fn static_and_dynamic_shared_buffers_follow_the_rule() {
+    // Two static buffers of 64 doubles.
+    let f = reverse_through_shared(Expr::i64(64));
+    let l = shared_layout(&f).expect("layout");
+    assert_eq!(l.statics, vec![("s1".into(), 512), ("s2".into(), 512)]);
+    assert!(l.dynamic.is_empty() && l.dynamic_bytes.is_none());
+    assert_eq!(run_reverse(&f, 0).expect("runs"), reversed());
+    for k in assemble("static", &f) {
+        assert!(!k.ptx.contains(".extern .shared"), "{}", k.ptx);
+        assert!(
+            k.ptx.contains(".shared .align 16 .b8 s1_shared[512]"),
+            "{}",
+            k.ptx
+        );
+    }
+    // Two buffers of 4000 doubles (2 x 32000 bytes > 48 KiB): both dynamic.
+    let f = reverse_through_shared(Expr::i64(4000));
+    let l = shared_layout(&f).expect("layout");
+    assert!(l.statics.is_empty());
+    assert_eq!(l.dynamic.len(), 2);
+    for k in assemble("big", &f) {
+        assert!(k.ptx.contains(".extern .shared"), "{}", k.ptx);
+        let mut b = lacuna::stage1::Bindings::default();
+        b.params.insert("nb".into(), 1);
+        b.params.insert("w".into(), 0);
+        let bytes = k.dynamic_shared_bytes(&b).expect("fits both");
+        assert_eq!(bytes, 64_000);
+    }
+    assert_eq!(run_reverse(&f, 0).expect("runs"), reversed());
+    // A parameter extent `w + 1`: offsets 0 and round_up(8 (w + 1), 16).
+    let f = reverse_through_shared(Expr::add(Expr::Param("w".into()), Expr::i64(1)));
+    let l = shared_layout(&f).expect("layout");
+    assert_eq!(l.dynamic.len(), 2);
+    let kernels = assemble("param", &f);
+    for w in [63i64, 64, 100] {
+        let mut b = lacuna::stage1::Bindings::default();
+        b.params.insert("nb".into(), 1);
+        b.params.insert("w".into(), w);
+        let one = (8 * (w + 1) + 15) / 16 * 16;
+        assert_eq!(
+            kernels[0].dynamic_shared_bytes(&b).expect("fits") as i64,
+            2 * one,
+            "w = {w}"
+        );
+        assert_eq!(run_reverse(&f, w).expect("runs"), reversed(), "w = {w}");
+    }
+    // Too small a buffer is caught by the interpreter's bounds checks.
+    let e = run_reverse(&f, 10).expect_err("out of bounds");
+    assert!(
+        matches!(e, Stage2InterpError::OutOfBounds { ref buffer, .. } if buffer == "s1"),
+        "{e}"
+    );
+}
+
+/// A shared buffer whose extent reads a loop variable cannot be sized before the launch: a
+/// typed error from the code generator and from the interpreter, naming the buffer.
+#[test]
+fn shared_extent_reading_a_loop_variable_is_rejected() {
+    let f = reverse_through_shared(Expr::add(Expr::var("b"), Expr::i64(64)));
+    let e = compile_ptx(&f, GpuArch::Sm90, &CodegenOptions::default()).expect_err("rejected");
+    assert!(
+        matches!(e, CodegenError::Gpu(GpuError::SharedExtent { ref buffer, .. }) if buffer == "s1"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("variable `b`"), "{e}");
+    let e = run_reverse(&f, 0).expect_err("rejected");
+    assert!(
+        matches!(e, Stage2InterpError::Gpu(GpuError::SharedExtent { .. })),
+        "{e}"
+    );
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// The dynamic-shared BSR schedule under GPU semantics equals the unscheduled CPU run.
+    #[test]
+    fn dynamic_shared_schedule_equals_cpu((m, n, rows) in sparse_matrix(), feat in 0usize..70) {
+        let file = schedule(DYN);
+        let p = kernel("spmm");
+        let inputs = inputs_for("spmm", m, n, feat, &rows);
+        let want = cpu(&p, "spmm", &inputs);
+        let got = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
+        same(&format!("{DYN} m={m} n={n} feat={feat}"), &got, &want);
+    }
+}
