@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use lacuna::driver::{reset_outputs, DriverError, Executable, Target};
 use lacuna::ir::{ArrayData, DType};
-use lacuna::schedule::{Schedule, ScheduleFile};
+use lacuna::schedule::{Instruction, Schedule, ScheduleFile};
 use lacuna::stage1::{unpack, Input, Program, Role};
 use lacuna::stage2::gpu::GpuError;
 use lacuna::stage2::gpu_mem::shared_layout;
@@ -15,7 +15,9 @@ use lacuna::stage2::{
     interpret_gpu, lower_to_flat, BufferDecl, BufferKind, Config, Expr, ForKind, Func, GpuAxis,
     MemScope, ScratchDecl, Stage2InterpError, Stmt,
 };
-use lacuna::target::{compile_ptx, CodegenError, CodegenOptions, GpuArch, GpuKernel};
+use lacuna::target::{
+    compile_ptx, with_cpu_vector_loads, CodegenError, CodegenOptions, GpuArch, GpuKernel,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -466,4 +468,271 @@ proptest! {
         let got = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
         same(&format!("{DYN} m={m} n={n} feat={feat}"), &got, &want);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Vectorized global loads
+// ---------------------------------------------------------------------------------------
+
+const VEC: &str = "spmm_gpu_vec.ron";
+
+fn trace(kernel: &str, instrs: Vec<Instruction>) -> ScheduleFile {
+    ScheduleFile {
+        version: 1,
+        kernel: kernel.into(),
+        trace: instrs,
+    }
+}
+
+fn split(l: &str, f: u64) -> Instruction {
+    Instruction::Split {
+        r#loop: l.into(),
+        factors: vec![None, Some(f)],
+    }
+}
+
+fn bind(l: &str, t: &str) -> Instruction {
+    Instruction::Bind {
+        r#loop: l.into(),
+        thread: t.into(),
+    }
+}
+
+fn vectorize(l: &str) -> Instruction {
+    Instruction::Vectorize { r#loop: l.into() }
+}
+
+/// SpMV, a thread per row, the row's entries split by 4 and the inner 4 vectorized: the
+/// column indices (`i32`) of 4 entries come in one load where the 4 exist and the first is at
+/// a multiple of 4.
+fn spmv_vec() -> ScheduleFile {
+    trace(
+        "spmv",
+        vec![
+            split("spmv:i", 128),
+            bind("i.0", "blockIdx.x"),
+            bind("i.1", "threadIdx.x"),
+            split("spmv:j", 4),
+            vectorize("j.1"),
+        ],
+    )
+}
+
+/// SpMM with the features split by 4 (32 x 4 per chunk of 128) and the inner 4 vectorized.
+fn spmm_vec4() -> ScheduleFile {
+    trace(
+        "spmm",
+        vec![
+            split("spmm:i", 8),
+            bind("i.0", "blockIdx.x"),
+            bind("i.1", "threadIdx.y"),
+            split("spmm:k", 128),
+            split("spmm:k.1", 4),
+            Instruction::Reorder {
+                loops: vec!["k.0".into(), "k.1.0".into(), "j".into(), "k.1.1".into()],
+            },
+            bind("spmm:k.1.0", "threadIdx.x"),
+            vectorize("spmm:k.1.1"),
+            split("spmm_init:k", 128),
+            split("spmm_init:k.1", 4),
+            bind("spmm_init:k.1.0", "threadIdx.x"),
+        ],
+    )
+}
+
+/// The SpMM kernel with every value buffer in f32.
+fn spmm_f32() -> Program {
+    let mut p = kernel("spmm");
+    for b in &mut p.buffers {
+        b.dtype = DType::F32;
+    }
+    p
+}
+
+/// The vectorized loops load B (f64 pairs, f32 quadruples) and J.indices (i32 quadruples) with
+/// one read-only vector load each; `ptxas` assembles every kernel for sm_80 and sm_90. Without
+/// `vectorize`, the same loads stay scalar.
+#[test]
+fn vectorized_loops_load_vectors_in_ptx() {
+    let cases: Vec<(&str, Program, ScheduleFile, &str)> = vec![
+        (
+            "spmm_vec",
+            kernel("spmm"),
+            schedule(VEC),
+            "ld.global.nc.v2.f64",
+        ),
+        (
+            "spmm_vec4_f32",
+            spmm_f32(),
+            spmm_vec4(),
+            "ld.global.nc.v4.f32",
+        ),
+        (
+            "spmv_vec",
+            kernel("spmv"),
+            spmv_vec(),
+            "ld.global.nc.v4.u32",
+        ),
+    ];
+    for (what, p, file, want) in cases {
+        let flat = flat_of(&p, &file);
+        for k in assemble(what, &flat) {
+            assert!(k.ptx.contains(want), "{what}: {want} missing in\n{}", k.ptx);
+        }
+        // The same schedule without `vectorize`: scalar loads only.
+        let mut plain = file.clone();
+        plain
+            .trace
+            .retain(|i| !matches!(i, Instruction::Vectorize { .. }));
+        let flat = flat_of(&p, &plain);
+        let k = compile_ptx(&flat, GpuArch::Sm90, &CodegenOptions::default()).expect("PTX");
+        assert!(
+            !k.ptx.contains(".v2.") && !k.ptx.contains(".v4."),
+            "{what} without vectorize:\n{}",
+            k.ptx
+        );
+    }
+}
+
+/// Input buffers are `readonly noalias` kernel parameters (loads through the read-only cache);
+/// the output is not.
+#[test]
+fn input_buffers_are_read_only_kernel_parameters() {
+    let flat = flat_of(&kernel("spmm"), &schedule(VEC));
+    let ir = lacuna::target::emit_nvptx_ir(
+        &flat,
+        GpuArch::Sm90,
+        &CodegenOptions {
+            optimized_ir: false,
+            ..CodegenOptions::default()
+        },
+    )
+    .expect("IR");
+    let head = ir
+        .lines()
+        .find(|l| l.contains("define ptx_kernel void @lacuna_spmm("))
+        .expect("the kernel");
+    assert!(
+        head.contains("ptr addrspace(1) noalias nocapture readonly %B"),
+        "{head}"
+    );
+    assert!(
+        head.contains("ptr addrspace(1) noalias nocapture %C"),
+        "{head}"
+    );
+    assert!(ir.contains("llvm.nvvm.ldg.global.f.v2f64"), "{ir}");
+}
+
+/// Runs `file` on the JIT with the GPU path's vector loads (unaligned on the CPU).
+fn run_cpu_vector_loads(
+    p: &Program,
+    file: &ScheduleFile,
+    inputs: &BTreeMap<String, Input>,
+) -> lacuna::stage1::Output {
+    with_cpu_vector_loads(|| run_on(p, file, inputs, Target::Jit)).expect("CPU run")
+}
+
+/// The vector path is real code: on the CPU (where it can run here) the vectorized loops load
+/// vectors, test the guards and the alignment at run time, and fall back to the scalar loop.
+#[test]
+fn cpu_vector_loads_take_both_paths() {
+    let flat = flat_of(&kernel("spmm"), &schedule(VEC));
+    let ir = with_cpu_vector_loads(|| {
+        lacuna::target::emit_llvm_ir(
+            &flat,
+            &CodegenOptions {
+                optimized_ir: false,
+                ..CodegenOptions::default()
+            },
+        )
+    })
+    .expect("IR");
+    assert!(ir.contains("load <2 x double>"), "{ir}");
+    assert!(ir.contains("vec.scalar") && ir.contains("aligned"), "{ir}");
+    let plain = lacuna::target::emit_llvm_ir(
+        &flat,
+        &CodegenOptions {
+            optimized_ir: false,
+            ..CodegenOptions::default()
+        },
+    )
+    .expect("IR");
+    assert!(!plain.contains("load <2 x double>"), "CPU code by default");
+    // Even `feat`: the pairs are aligned (vector path); odd: B's rows start at odd elements
+    // for odd columns, and the last pair is cut (scalar path). Both equal the CPU.
+    let rows = vec![
+        vec![(0, 1.5), (2, -2.0)],
+        vec![],
+        vec![(1, 3.0), (2, 0.25), (3, 1.0)],
+    ];
+    let p = kernel("spmm");
+    for feat in [1usize, 2, 3, 6, 7, 64, 65, 130] {
+        let inputs = inputs_for("spmm", 3, 4, feat, &rows);
+        let got = run_cpu_vector_loads(&p, &schedule(VEC), &inputs);
+        same(&format!("feat = {feat}"), &got, &cpu(&p, "spmm", &inputs));
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Vectorized-load schedules: GPU semantics and the CPU with the vector-load code equal
+    /// the unscheduled CPU run (rows of every length, so tails and misaligned starts occur).
+    #[test]
+    fn vector_load_schedules_equal_cpu((m, n, rows) in sparse_matrix(), feat in 0usize..20) {
+        for (kernel_name, file) in [("spmm", schedule(VEC)), ("spmm", spmm_vec4()), ("spmv", spmv_vec())] {
+            let p = kernel(kernel_name);
+            let inputs = inputs_for(kernel_name, m, n, feat, &rows);
+            let want = cpu(&p, kernel_name, &inputs);
+            let gpu = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
+            same(&format!("{kernel_name} GPU m={m} n={n} feat={feat}"), &gpu, &want);
+            let vec = run_cpu_vector_loads(&p, &file, &inputs);
+            same(&format!("{kernel_name} CPU vector loads m={m} n={n} feat={feat}"), &vec, &want);
+        }
+    }
+}
+
+/// With `feat` specialized to 64 the alignment is proved statically (the index is
+/// `col * 64 + k.0 * 64 + k.1.0 * 2 + k.1.1`) and no feature is cut: only the vector path is
+/// emitted, without a run-time test or a scalar fallback.
+#[test]
+fn proved_alignment_needs_no_fallback() {
+    let mut file = schedule(VEC);
+    file.trace.insert(
+        0,
+        Instruction::Specialize {
+            param: "feat".into(),
+            value: 64,
+        },
+    );
+    let flat = flat_of(&kernel("spmm"), &file);
+    let ir = lacuna::target::emit_nvptx_ir(
+        &flat,
+        GpuArch::Sm90,
+        &CodegenOptions {
+            optimized_ir: false,
+            ..CodegenOptions::default()
+        },
+    )
+    .expect("IR");
+    assert!(ir.contains("llvm.nvvm.ldg.global.f.v2f64"), "{ir}");
+    assert!(
+        !ir.contains("vec.scalar") && !ir.contains("aligned"),
+        "{ir}"
+    );
+    for k in assemble("spmm_vec_64", &flat) {
+        assert!(k.ptx.contains("ld.global.nc.v2.f64"), "{}", k.ptx);
+    }
+    // The unspecialized schedule needs both.
+    let flat = flat_of(&kernel("spmm"), &schedule(VEC));
+    let ir = lacuna::target::emit_nvptx_ir(
+        &flat,
+        GpuArch::Sm90,
+        &CodegenOptions {
+            optimized_ir: false,
+            ..CodegenOptions::default()
+        },
+    )
+    .expect("IR");
+    assert!(ir.contains("vec.scalar") && ir.contains("aligned"), "{ir}");
 }

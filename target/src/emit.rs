@@ -130,7 +130,14 @@ pub(crate) fn build_module<'ctx>(
         gpu: false,
         pending_unroll: None,
         pending_prefetch: None,
-        gpux: Default::default(),
+        gpux: crate::nvptx::GpuExtras {
+            globals: f
+                .buffers
+                .iter()
+                .map(|b| (b.name.as_str(), b.dtype))
+                .collect(),
+            ..Default::default()
+        },
     };
     em.stmts(&f.body)?;
     em.builder.build_return(None)?;
@@ -243,6 +250,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 kind,
                 body,
             } => {
+                if *kind == ForKind::Vectorized && self.vector_loop(var, start, end, body)? {
+                    return Ok(());
+                }
                 let bound = |t| CodegenError::LoopBoundType {
                     var: var.clone(),
                     dtype: t,

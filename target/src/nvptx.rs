@@ -134,13 +134,22 @@ fn host_load(f: &Func, b: &Bindings, name: &str, i: i64) -> Option<lacuna_ir::Sc
     arr.get(usize::try_from(i).ok()?)
 }
 
-/// GPU-only state of the statement emitter.
+/// State of the statement emitter for GPU memory: dynamic shared memory and vector loads
+/// (`crate::vecload`).
 #[derive(Default)]
 pub(crate) struct GpuExtras<'a, 'ctx> {
     /// The kernel's shared memory layout (which shared buffers are dynamic, at what offset).
     pub shared: Option<&'a SharedLayout>,
     /// The extern `addrspace(3)` array of dynamic shared memory, once declared.
     pub dyn_base: Option<inkwell::values::PointerValue<'ctx>>,
+    /// The function's (global) buffers with their element types.
+    pub globals: HashMap<&'a str, DType>,
+    /// Vector loads of the vectorized loop being emitted, by the address of the load's node.
+    pub vector: HashMap<usize, (inkwell::values::VectorValue<'ctx>, DType)>,
+    /// The iteration (lane) of that loop being emitted.
+    pub lane: Option<u64>,
+    /// The buffers the kernel never writes.
+    pub read_only: std::collections::BTreeSet<String>,
 }
 
 /// Symbol of the kernel's dynamic shared memory (`extern __shared__`).
@@ -248,9 +257,15 @@ fn build_kernel_module<'ctx>(
     let attr = |name: &str| ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
     kernel.add_attribute(AttributeLoc::Function, attr("nounwind"));
     let mut bufs = HashMap::new();
+    // Buffers the kernel never writes are `readonly`: with `noalias`, their loads may use the
+    // read-only data cache (`ld.global.nc`).
+    let read_only = crate::vecload::read_only(f);
     for (i, b) in f.buffers.iter().enumerate() {
         for name in ["noalias", "nocapture"] {
             kernel.add_attribute(AttributeLoc::Param(i as u32), attr(name));
+        }
+        if read_only.contains(&b.name) {
+            kernel.add_attribute(AttributeLoc::Param(i as u32), attr("readonly"));
         }
         let p = arg(kernel, i)?.into_pointer_value();
         p.set_name(&b.name);
@@ -282,6 +297,12 @@ fn build_kernel_module<'ctx>(
         outlined: Default::default(),
         gpux: GpuExtras {
             shared: Some(&shared),
+            globals: f
+                .buffers
+                .iter()
+                .map(|b| (b.name.as_str(), b.dtype))
+                .collect(),
+            read_only,
             ..Default::default()
         },
     };
