@@ -736,3 +736,253 @@ fn proved_alignment_needs_no_fallback() {
     .expect("IR");
     assert!(ir.contains("vec.scalar") && ir.contains("aligned"), "{ir}");
 }
+
+// ---------------------------------------------------------------------------------------
+// 3. nnz-split SpMV
+// ---------------------------------------------------------------------------------------
+
+/// The GPU nnz-split SpMV: the init in its own nest (rows on blockIdx.x/threadIdx.x), the
+/// stored entries split evenly over blocks of 128 threads whatever the rows, each entry's row
+/// found by a binary search of J.indptr, its product added atomically into y.
+fn nnz_split_gpu(atomic: bool) -> ScheduleFile {
+    let mut t = vec![
+        Instruction::SparseDecomposeInit {
+            iter: "spmv".into(),
+        },
+        Instruction::SparseFuse {
+            iter: "spmv".into(),
+            axes: vec!["I".into(), "J".into()],
+        },
+        split("spmv_init:i", 128),
+        bind("spmv_init:i.0", "blockIdx.x"),
+        bind("spmv_init:i.1", "threadIdx.x"),
+        split("spmv:j", 128),
+    ];
+    if atomic {
+        t.push(Instruction::Annotate {
+            r#loop: "spmv:j.0".into(),
+            key: "atomic".into(),
+            value: 0,
+        });
+    }
+    t.push(bind("spmv:j.0", "blockIdx.x"));
+    t.push(bind("spmv:j.1", "threadIdx.x"));
+    trace("spmv", t)
+}
+
+/// Empty rows, one dense row among short ones, nnz = 0, rows longer than a block's chunk.
+fn special_matrices() -> Vec<(usize, usize, Vec<Vec<(usize, f64)>>)> {
+    let dense_row: Vec<(usize, f64)> = (0..300).map(|j| (j, 0.5 + j as f64)).collect();
+    vec![
+        (0, 0, vec![]),
+        (4, 3, vec![vec![]; 4]),
+        (
+            5,
+            300,
+            vec![
+                vec![],
+                vec![(3, 1.0)],
+                dense_row,
+                vec![],
+                vec![(0, -2.0), (299, 4.0)],
+            ],
+        ),
+        (
+            300,
+            2,
+            (0..300)
+                .map(|i| {
+                    if i % 3 == 0 {
+                        vec![(i % 2, 1.0)]
+                    } else {
+                        vec![]
+                    }
+                })
+                .collect(),
+        ),
+    ]
+}
+
+/// The nnz-split SpMV on the CPU (`spmv_nnz_split.ron`: chunks of entries in parallel, atomic
+/// sums) equals the unscheduled kernel, on the JIT and the interpreter.
+#[test]
+fn nnz_split_spmv_on_the_cpu() {
+    let p = kernel("spmv");
+    let file = schedule("spmv_nnz_split.ron");
+    let flat = flat_of(&p, &file);
+    let text = lacuna::stage2::print_func(&flat);
+    assert!(
+        text.contains("segment(J.indptr") && text.contains("atomic_add(y["),
+        "{text}"
+    );
+    for (m, n, rows) in special_matrices() {
+        let inputs = inputs_for("spmv", m, n, 0, &rows);
+        let want = cpu(&p, "spmv", &inputs);
+        for target in [Target::Jit, Target::Interp] {
+            let got = run_on(&p, &file, &inputs, target).expect("runs");
+            same(&format!("{target:?} m={m}"), &got, &want);
+        }
+    }
+}
+
+/// `sparse_decompose_init` checks its arguments; without it, fusing rows with entries has no
+/// place for the init; without `atomic`, binding the nnz loop is refused (rows cut by a chunk
+/// boundary are written by two threads).
+#[test]
+fn nnz_split_primitives_check_their_use() {
+    let p = kernel("spmv");
+    let apply = |t: Vec<Instruction>| Schedule::replay(&p, &t).map(|_| ());
+    let dec = Instruction::SparseDecomposeInit {
+        iter: "spmv".into(),
+    };
+    let e = apply(vec![dec.clone(), dec.clone()]).expect_err("twice");
+    assert!(e.to_string().contains("has no init"), "{e}");
+    let e = apply(vec![Instruction::SparseDecomposeInit {
+        iter: "nope".into(),
+    }])
+    .expect_err("unknown");
+    assert!(e.to_string().contains("no iteration named `nope`"), "{e}");
+    let e = apply(nnz_split_gpu(true).trace[1..].to_vec()).expect_err("init without a place");
+    assert!(e.to_string().contains("init without a place"), "{e}");
+    let e = apply(nnz_split_gpu(false).trace).expect_err("bind without atomic");
+    assert!(e.to_string().contains("bind"), "{e}");
+    // The decomposed init is its own iteration, before the sums.
+    let s = Schedule::replay(&p, &[dec]).expect("applies");
+    let text = lacuna::stage1::print_program(s.program());
+    let (a, b) = (
+        text.find("spmv_init").expect("init iteration"),
+        text.find("sp_iter [I, J]").unwrap_or(usize::MAX),
+    );
+    assert!(a < b, "{text}");
+}
+
+/// The nnz-split nest as a GPU kernel: `ptxas` assembles it for sm_80 and sm_90 (a binary
+/// search loop and f64 atomic adds); under GPU semantics it equals the CPU (y zeroed before,
+/// as the separate init launch does), and with plain sums instead of atomics two threads of a
+/// row cut by a chunk boundary race on y. In one launch with its init nest it races too: the
+/// init must be a launch of its own.
+#[test]
+fn nnz_split_gpu_kernel() {
+    let p = kernel("spmv");
+    let file = nnz_split_gpu(true);
+    let s = Schedule::replay(&p, &file.trace).expect("applies");
+    let scheduled = s.program().clone();
+    let flat = flat_of(&p, &file);
+    for k in assemble("spmv_nnz_split", &flat) {
+        assert!(k.ptx.contains("atom.global.add.f64"), "{}", k.ptx);
+    }
+    let nest_only = |f: &Func| Func {
+        body: f.body[1..].to_vec(),
+        ..f.clone()
+    };
+    assert!(
+        matches!(
+            flat.body[0],
+            Stmt::For {
+                kind: ForKind::Bound(GpuAxis::BlockX),
+                ..
+            }
+        ),
+        "the init nest comes first"
+    );
+    let kernel_only = nest_only(&flat);
+    // Plain sums: `y[i] = y[i] + e` instead of the atomic add.
+    fn plain(stmts: &mut [Stmt]) {
+        for s in stmts {
+            if let Stmt::Atomic {
+                buffer,
+                indices,
+                value,
+                ..
+            } = s
+            {
+                let load = Expr::Load {
+                    buffer: buffer.clone(),
+                    indices: indices.clone(),
+                };
+                *s = Stmt::Store {
+                    buffer: buffer.clone(),
+                    indices: indices.clone(),
+                    value: Expr::add(load, value.clone()),
+                };
+                continue;
+            }
+            match s {
+                Stmt::For { body, .. }
+                | Stmt::While { body, .. }
+                | Stmt::Attr { body, .. }
+                | Stmt::Block { body, .. } => plain(body),
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    plain(then_body);
+                    plain(else_body);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut racy = kernel_only.clone();
+    plain(&mut racy.body);
+    let bindings = |m: usize, n: usize, rows: &[Vec<(usize, f64)>]| {
+        let inputs = inputs_for("spmv", m, n, 0, rows);
+        let mut b = lacuna::stage1::bind_with(
+            &scheduled,
+            &inputs,
+            &BTreeMap::new(),
+            lacuna::stage1::Bindings::default(),
+        )
+        .expect("binds");
+        reset_outputs(&scheduled, &mut b);
+        (inputs, b)
+    };
+    for (m, n, rows) in special_matrices() {
+        let (inputs, mut b) = bindings(m, n, &rows);
+        interpret_gpu(&kernel_only, &mut b).expect("GPU semantics");
+        let got = unpack(&scheduled, &b, "y").expect("unpacks");
+        same(&format!("nnz split m={m}"), &got, &cpu(&p, "spmv", &inputs));
+        let nnz: usize = rows.iter().map(Vec::len).sum();
+        if nnz > 128 {
+            // The dense row spans several threads (and blocks).
+            let (_, mut b) = bindings(m, n, &rows);
+            let e = interpret_gpu(&racy, &mut b).expect_err("a race on y");
+            assert!(
+                matches!(e, Stage2InterpError::GpuRace { ref buffer, .. } if buffer == "y"),
+                "{e}"
+            );
+            let (_, mut b) = bindings(m, n, &rows);
+            let e = interpret_gpu(&flat, &mut b).expect_err("init and sums in one launch");
+            assert!(
+                matches!(e, Stage2InterpError::GpuRace { ref buffer, .. } if buffer == "y"),
+                "{e}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// The nnz-split kernel under GPU semantics and the CPU nnz-split schedule equal the
+    /// unscheduled CPU run on random matrices.
+    #[test]
+    fn nnz_split_equals_cpu((m, n, rows) in sparse_matrix()) {
+        let p = kernel("spmv");
+        let inputs = inputs_for("spmv", m, n, 0, &rows);
+        let want = cpu(&p, "spmv", &inputs);
+        let got = run_on(&p, &schedule("spmv_nnz_split.ron"), &inputs, Target::Jit).expect("JIT");
+        same(&format!("CPU nnz split m={m} n={n}"), &got, &want);
+        let file = nnz_split_gpu(true);
+        let scheduled = Schedule::replay(&p, &file.trace).expect("applies").program().clone();
+        let flat = flat_of(&p, &file);
+        let kernel_only = Func { body: flat.body[1..].to_vec(), ..flat.clone() };
+        let mut b = lacuna::stage1::bind_with(&scheduled, &inputs, &BTreeMap::new(), lacuna::stage1::Bindings::default())
+            .expect("binds");
+        reset_outputs(&scheduled, &mut b);
+        interpret_gpu(&kernel_only, &mut b).expect("GPU semantics");
+        let got = unpack(&scheduled, &b, "y").expect("unpacks");
+        same(&format!("GPU nnz split m={m} n={n}"), &got, &want);
+    }
+}
