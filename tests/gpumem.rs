@@ -986,3 +986,45 @@ proptest! {
         same(&format!("GPU nnz split m={m} n={n}"), &got, &want);
     }
 }
+
+/// `spmv_gpu_nnz_split.ron`: the init in launch 0, the nnz-split sums in launch 1. Under GPU
+/// semantics it equals the CPU on empty rows, a dense row and nnz = 0; without the launch
+/// boundary the init races with the sums, and without `atomic` the binding is refused.
+#[test]
+fn nnz_split_gpu_example_in_two_launches() {
+    let p = kernel("spmv");
+    let file = schedule("spmv_gpu_nnz_split.ron");
+    let flat = flat_of(&p, &file);
+    for k in assemble("spmv_gpu_nnz_split", &flat) {
+        assert_eq!(k.launches.len(), 2, "two launches");
+        assert!(k.ptx.contains("atom.global.add.f64"), "{}", k.ptx);
+    }
+    let mut one_launch = file.clone();
+    one_launch
+        .trace
+        .retain(|i| !matches!(i, Instruction::Annotate { key, .. } if key == "launch"));
+    let mut no_atomic = file.clone();
+    no_atomic
+        .trace
+        .retain(|i| !matches!(i, Instruction::Annotate { key, .. } if key == "atomic"));
+    assert!(Schedule::replay(&p, &no_atomic.trace).is_err());
+    for (m, n, rows) in special_matrices() {
+        let inputs = inputs_for("spmv", m, n, 0, &rows);
+        let want = cpu(&p, "spmv", &inputs);
+        let got = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
+        same(&format!("spmv_gpu_nnz_split m={m}"), &got, &want);
+        let cpu_run = run_on(&p, &file, &inputs, Target::Jit).expect("CPU");
+        same(
+            &format!("spmv_gpu_nnz_split on the CPU m={m}"),
+            &cpu_run,
+            &want,
+        );
+        if m > 0 && rows.iter().any(|r| !r.is_empty()) {
+            let e = run_on(&p, &one_launch, &inputs, Target::InterpGpu).expect_err("a race");
+            assert!(
+                matches!(e, DriverError::Interp2(Stage2InterpError::GpuRace { ref buffer, .. }) if buffer == "y"),
+                "{e}"
+            );
+        }
+    }
+}

@@ -201,9 +201,9 @@ pub enum Instruction {
     Annotate {
         /// The loop.
         r#loop: String,
-        /// `atomic`, `pragma_unroll` or `prefetch`.
+        /// `atomic`, `pragma_unroll`, `prefetch` or `launch`.
         key: String,
-        /// The annotation's value (ignored for `atomic`).
+        /// The annotation's value (ignored for `atomic`, 0 for `launch`).
         value: i64,
     },
     /// Stage II: remove an annotation from a loop (atomics become plain stores again).

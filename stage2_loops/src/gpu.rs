@@ -14,6 +14,21 @@
 //! [`crate::interpret_gpu`] executes these semantics thread by thread and reports two threads
 //! touching one element where either writes it as a race; the NVPTX code generator in
 //! `lacuna_target` emits exactly this guarded form.
+//!
+//! # Several launches
+//!
+//! A function may be a sequence of kernels launched one after another on one stream (each
+//! launch sees every write of the launches before it), which is how a nest that initializes
+//! rows and a later nest whose grid blocks accumulate into rows other blocks initialized are
+//! kept apart. The boundaries are explicit: a top-level statement annotated
+//! `attr launch = 0 { .. }` ([`LAUNCH_KEY`], the schedule's `Annotate(loop, "launch", 0)` on a
+//! top-level loop) starts a new launch, which runs up to the next such statement
+//! ([`split_launches`]). Without one the function is one launch, as before. Every launch has
+//! its own extents ([`launch`] of its part), and races are checked per launch: accesses of
+//! different launches are ordered. Nothing but the buffers survives a launch: a later launch
+//! may read a top-level `let` of an earlier one only when its value reads no buffer the function
+//! writes (the `let` is then repeated at the start of the later launch); reading an earlier
+//! launch's top-level mutable variable or scratch buffer is [`GpuError::CrossLaunch`].
 
 use crate::ir::{Expr, ForKind, Func, GpuAxis, Stmt};
 use lacuna_ir::Scalar;
@@ -107,6 +122,23 @@ pub enum GpuError {
         /// Whose limit (an architecture or the device).
         what: String,
     },
+    /// A later launch reads what an earlier launch defines at its top level (see the module
+    /// documentation, "Several launches").
+    #[error("launch {launch} reads {what}, which launch {defined_in} defines at its top level: only buffers survive a kernel launch (move it into the nest that uses it, or drop the launch boundary)")]
+    CrossLaunch {
+        /// The reading launch (from 0).
+        launch: usize,
+        /// The earlier launch that defines it.
+        defined_in: usize,
+        /// What is read: ``variable `x` `` or ``scratch buffer `s` ``.
+        what: String,
+    },
+    /// A `launch` annotation that is not on a top-level statement of the function.
+    #[error("a `launch` annotation must be on a top-level statement of the function (a loop nest of its own), but one is nested in {parent}")]
+    NestedLaunch {
+        /// The enclosing statement's head.
+        parent: String,
+    },
     /// A launch extent is out of CUDA's range.
     #[error("launch extent {value} of {axis} is out of range ({limit})")]
     ExtentRange {
@@ -189,6 +221,221 @@ impl Launch {
             }
         }
         Some(out)
+    }
+}
+
+/// The key of the annotation (`attr launch = 0 { .. }`) that starts a new kernel launch.
+pub const LAUNCH_KEY: &str = "launch";
+
+/// Whether a top-level statement starts a launch: it is annotated [`LAUNCH_KEY`], possibly
+/// under other annotations of the same single statement.
+pub fn starts_launch(s: &Stmt) -> bool {
+    match s {
+        Stmt::Attr { key, .. } if key == LAUNCH_KEY => true,
+        Stmt::Attr { body, .. } => matches!(body.as_slice(), [one] if starts_launch(one)),
+        _ => false,
+    }
+}
+
+/// The launches of `f`, in order, each a function with `f`'s buffers, parameters and scratch
+/// declarations and a run of its top-level statements (see the module documentation): a new
+/// launch starts at every top-level statement that [`starts_launch`], unless everything before
+/// it is top-level `let`s. A function without boundaries is returned whole (one launch, the
+/// body unchanged). A later launch gets the top-level `let`s of earlier ones that it reads,
+/// when their values read no buffer the function writes; any other top-level definition of an
+/// earlier launch that it reads is [`GpuError::CrossLaunch`]. A `launch` annotation below the
+/// top level is [`GpuError::NestedLaunch`].
+pub fn split_launches(f: &Func) -> Result<Vec<Func>, GpuError> {
+    for s in &f.body {
+        let mut top = s;
+        // The annotations wrapping a top-level statement are top-level too.
+        while let Stmt::Attr { body, .. } = top {
+            match body.as_slice() {
+                [one] => top = one,
+                _ => break,
+            }
+        }
+        for b in top.bodies() {
+            nested_launch(b, top)?;
+        }
+    }
+    let mut groups: Vec<Vec<Stmt>> = vec![Vec::new()];
+    for s in &f.body {
+        let cur = groups.last().expect("non-empty");
+        let only_lets = cur.iter().all(|s| matches!(s, Stmt::Let { .. }));
+        if starts_launch(s) && !only_lets {
+            groups.push(Vec::new());
+        }
+        groups.last_mut().expect("non-empty").push(s.clone());
+    }
+    if groups.len() == 1 {
+        return Ok(vec![f.clone()]);
+    }
+    // Buffers the function may write: a `let` reading one cannot be repeated in a later launch.
+    let read_only = |b: &str| {
+        f.buffer(b).is_some_and(|d| {
+            !matches!(
+                d.kind,
+                crate::ir::BufferKind::Values(
+                    lacuna_stage1::Role::Output | lacuna_stage1::Role::Alloc
+                )
+            )
+        })
+    };
+    let mut out = Vec::with_capacity(groups.len());
+    for (k, group) in groups.iter().enumerate() {
+        let mut free = std::collections::BTreeSet::new();
+        free_vars(group, &mut Vec::new(), &mut free);
+        let mut used = std::collections::BTreeSet::new();
+        buffers_used(group, &mut used);
+        let mut lets: Vec<Stmt> = Vec::new();
+        let earlier: Vec<(usize, &Stmt)> = groups[..k]
+            .iter()
+            .enumerate()
+            .flat_map(|(j, g)| g.iter().map(move |s| (j, s)))
+            .collect();
+        // Backwards, so that a repeated `let` brings the `let`s its value reads.
+        for &(j, s) in earlier.iter().rev() {
+            {
+                match s {
+                    Stmt::Let { var, value } if free.contains(var) => {
+                        let mut read = std::collections::BTreeSet::new();
+                        expr_buffers(value, &mut read);
+                        if read.iter().all(|b| read_only(b)) && !value.has_shuffle() {
+                            free.remove(var);
+                            expr_vars(value, &[], &mut free);
+                            lets.push(s.clone());
+                        } else {
+                            return Err(GpuError::CrossLaunch {
+                                launch: k,
+                                defined_in: j,
+                                what: format!("variable `{var}` (its value reads a buffer the function writes)"),
+                            });
+                        }
+                    }
+                    Stmt::Decl { var, .. } if free.contains(var) => {
+                        return Err(GpuError::CrossLaunch {
+                            launch: k,
+                            defined_in: j,
+                            what: format!("variable `{var}`"),
+                        })
+                    }
+                    Stmt::Alloc { buffer, .. } if used.contains(buffer) => {
+                        return Err(GpuError::CrossLaunch {
+                            launch: k,
+                            defined_in: j,
+                            what: format!("scratch buffer `{buffer}`"),
+                        })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        lets.reverse();
+        lets.extend(group.iter().cloned());
+        out.push(Func {
+            body: lets,
+            ..f.clone()
+        });
+    }
+    Ok(out)
+}
+
+/// Rejects `launch` annotations in `stmts`, nested in `parent`.
+fn nested_launch(stmts: &[Stmt], parent: &Stmt) -> Result<(), GpuError> {
+    for s in stmts {
+        if matches!(s, Stmt::Attr { key, .. } if key == LAUNCH_KEY) {
+            let head = match parent {
+                Stmt::For { var, .. } => format!("loop `{var}`"),
+                Stmt::Block { name, .. } => format!("block `{name}`"),
+                Stmt::If { cond, .. } => format!("`if {cond}`"),
+                Stmt::While { cond, .. } => format!("`while {cond}`"),
+                Stmt::Attr { key, .. } => format!("annotation `{key}`"),
+                _ => "a statement".to_string(),
+            };
+            return Err(GpuError::NestedLaunch { parent: head });
+        }
+        for b in s.bodies() {
+            nested_launch(b, s)?;
+        }
+    }
+    Ok(())
+}
+
+/// The variables `stmts` read without binding them first (`bound`: those in scope).
+fn free_vars(
+    stmts: &[Stmt],
+    bound: &mut Vec<String>,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    let mark = bound.len();
+    for s in stmts {
+        for e in s.exprs() {
+            expr_vars(e, bound, out);
+        }
+        match s {
+            Stmt::For { var, body, .. } => {
+                bound.push(var.clone());
+                free_vars(body, bound, out);
+                bound.pop();
+            }
+            Stmt::Let { var, .. } | Stmt::Decl { var, .. } => bound.push(var.clone()),
+            Stmt::Assign { var, .. } => {
+                if !bound.contains(var) {
+                    out.insert(var.clone());
+                }
+            }
+            other => {
+                for b in other.bodies() {
+                    free_vars(b, bound, out);
+                }
+            }
+        }
+    }
+    bound.truncate(mark);
+}
+
+fn expr_vars(e: &Expr, bound: &[String], out: &mut std::collections::BTreeSet<String>) {
+    if let Expr::Var(v) = e {
+        if !bound.contains(v) {
+            out.insert(v.clone());
+        }
+    }
+    for c in e.children() {
+        expr_vars(c, bound, out);
+    }
+}
+
+/// The buffers an expression loads from.
+fn expr_buffers(e: &Expr, out: &mut std::collections::BTreeSet<String>) {
+    match e {
+        Expr::Load { buffer, .. } | Expr::Search { buffer, .. } | Expr::Segment { buffer, .. } => {
+            out.insert(buffer.clone());
+        }
+        _ => {}
+    }
+    for c in e.children() {
+        expr_buffers(c, out);
+    }
+}
+
+/// The buffers `stmts` name (loads, stores, atomics, allocations).
+fn buffers_used(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+    for s in stmts {
+        for e in s.exprs() {
+            expr_buffers(e, out);
+        }
+        match s {
+            Stmt::Store { buffer, .. }
+            | Stmt::Atomic { buffer, .. }
+            | Stmt::Alloc { buffer, .. } => {
+                out.insert(buffer.clone());
+            }
+            _ => {}
+        }
+        for b in s.bodies() {
+            buffers_used(b, out);
+        }
     }
 }
 

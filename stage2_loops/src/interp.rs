@@ -201,6 +201,8 @@ struct GpuState {
     epoch: u64,
     /// Thread numbers to their indices, for messages.
     dims: ([u32; 3], [u32; 3]),
+    /// The launch being run, for messages, when the function has several.
+    launch: Option<usize>,
 }
 
 impl GpuState {
@@ -210,8 +212,11 @@ impl GpuState {
         let (blk, thr) = (id / per_block, id % per_block);
         let (bxx, byy) = (gx as u64, gy as u64);
         let (tx, ty) = (bx as u64, by as u64);
+        let launch = self
+            .launch
+            .map_or(String::new(), |k| format!("launch {k} "));
         format!(
-            "block ({}, {}, {}) thread ({}, {}, {})",
+            "{launch}block ({}, {}, {}) thread ({}, {}, {})",
             blk % bxx,
             blk / bxx % byy,
             blk / (bxx * byy),
@@ -262,20 +267,46 @@ pub fn interpret_func(f: &Func, b: &mut Bindings) -> R<()> {
 /// one element in one barrier interval (or from different blocks) where either writes it
 /// without an atomic is a [`Stage2InterpError::GpuRace`]. Shared scratch is per block, local
 /// scratch per thread; a shuffle reads the value of its source lane in the warp of 32.
+///
+/// A function of several launches ([`crate::gpu::split_launches`]) runs them one after
+/// another, each with its own extents; accesses of different launches never race.
 pub fn interpret_gpu(f: &Func, b: &mut Bindings) -> R<()> {
+    let kernels = crate::gpu::split_launches(f)?;
+    let several = kernels.len() > 1;
+    let mut data = bind_data(f, b)?;
+    for (k, kernel) in kernels.iter().enumerate() {
+        data = run_launch(kernel, data, &b.params, several.then_some(k))?;
+    }
+    for decl in &f.buffers {
+        if matches!(decl.kind, BufferKind::Values(Role::Output | Role::Alloc)) {
+            if let Some(a) = data.remove(&decl.name) {
+                b.buffers.insert(decl.name.clone(), a);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs one launch of a GPU function on `data` (see [`interpret_gpu`]); `index` names the
+/// launch in messages when the function has several.
+fn run_launch(
+    f: &Func,
+    data: BTreeMap<String, ArrayData>,
+    params: &BTreeMap<String, i64>,
+    index: Option<usize>,
+) -> R<BTreeMap<String, ArrayData>> {
     let lowered = crate::gpu::lower_warp_reductions(f)?;
     let f = &lowered;
     let launch = crate::gpu::launch(f)?;
-    let data = bind_data(f, b)?;
     let load = |name: &str, i: i64| {
         let a = data.get(name)?;
         a.get(usize::try_from(i).ok()?)
     };
-    let dims = launch.dims(&b.params, &load)?;
+    let dims = launch.dims(params, &load)?;
     // Shared memory per block within the largest architecture's limit (sm_90), as a launch
     // would check it; each block gets its own copy of every shared buffer below.
     crate::gpu_mem::shared_layout(f)?.dynamic_bytes_for(
-        &b.params,
+        params,
         &load,
         crate::gpu_mem::MAX_SHARED_SM90,
         "sm_90 (227 KiB)",
@@ -283,7 +314,7 @@ pub fn interpret_gpu(f: &Func, b: &mut Bindings) -> R<()> {
     let mut m = Machine {
         f,
         data,
-        params: b.params.clone(),
+        params: params.clone(),
         env: Vec::new(),
         concurrent: Vec::new(),
         gpu: Some(GpuState {
@@ -294,6 +325,7 @@ pub fn interpret_gpu(f: &Func, b: &mut Bindings) -> R<()> {
             block: 0,
             epoch: 0,
             dims,
+            launch: index,
         }),
         threads: Vec::new(),
         cur: 0,
@@ -333,8 +365,7 @@ pub fn interpret_gpu(f: &Func, b: &mut Bindings) -> R<()> {
             }
         }
     }
-    m.finish(b);
-    Ok(())
+    Ok(m.data)
 }
 
 fn bind_data(f: &Func, b: &Bindings) -> R<BTreeMap<String, ArrayData>> {

@@ -1,5 +1,6 @@
 //! The CUDA launcher: loads the driver (`libcuda.so.1`) at run time, moves buffers, launches a
-//! [`GpuKernel`] and times it with events.
+//! [`GpuKernel`] and times it with events. The kernels of a function of several launches run
+//! in order on the default stream (each sees the writes of the ones before), timed together.
 //!
 //! Nothing links against CUDA: on a machine without a driver [`CudaKernel::load`] returns
 //! [`CudaError::NoDriver`], whose message starts with "no CUDA driver".
@@ -165,7 +166,8 @@ pub struct CudaKernel {
     api: Api,
     context: Ptr,
     module: Ptr,
-    function: Ptr,
+    /// One function per launch of the kernel, in order.
+    functions: Vec<Ptr>,
     kernel: GpuKernel,
     /// The device's opt-in limit of shared memory per block, in bytes.
     max_shared: u64,
@@ -216,15 +218,21 @@ impl CudaKernel {
         let mut dev: c_int = 0;
         let mut context: Ptr = std::ptr::null_mut();
         let mut module: Ptr = std::ptr::null_mut();
-        let mut function: Ptr = std::ptr::null_mut();
         let ptx = CString::new(kernel.ptx.as_bytes()).map_err(|_| CudaError::Driver {
             call: "cuModuleLoadData (PTX holds a NUL byte)",
             code: -1,
         })?;
-        let entry = CString::new(kernel.entry.as_bytes()).map_err(|_| CudaError::Driver {
-            call: "cuModuleGetFunction (entry holds a NUL byte)",
-            code: -1,
-        })?;
+        let entries = kernel
+            .launches
+            .iter()
+            .map(|k| {
+                CString::new(k.entry.as_bytes()).map_err(|_| CudaError::Driver {
+                    call: "cuModuleGetFunction (entry holds a NUL byte)",
+                    code: -1,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut functions = vec![std::ptr::null_mut(); entries.len()];
         // SAFETY: documented call sequence with valid out-pointers and NUL-terminated strings.
         unsafe {
             check("cuInit", (api.init)(0))?;
@@ -238,10 +246,12 @@ impl CudaKernel {
                 "cuModuleLoadData",
                 (api.module_load_data)(&mut module, ptx.as_ptr().cast()),
             )?;
-            check(
-                "cuModuleGetFunction",
-                (api.module_get_function)(&mut function, module, entry.as_ptr()),
-            )?;
+            for (function, entry) in functions.iter_mut().zip(&entries) {
+                check(
+                    "cuModuleGetFunction",
+                    (api.module_get_function)(function, module, entry.as_ptr()),
+                )?;
+            }
         }
         let mut optin: c_int = 0;
         // SAFETY: valid out-pointer, a device from `cuDeviceGet`.
@@ -252,7 +262,7 @@ impl CudaKernel {
             api,
             context,
             module,
-            function,
+            functions,
             kernel,
             max_shared: u64::try_from(optin).unwrap_or(0),
         })
@@ -263,16 +273,19 @@ impl CudaKernel {
         &self.kernel
     }
 
-    /// The dynamic shared memory of a launch on `b` (`sharedMemBytes`), within the
+    /// The dynamic shared memory of launch `launch` on `b` (`sharedMemBytes`), within the
     /// architecture's and the device's limits; above 48 KiB in all, the kernel opts in to it
     /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
-    fn shared_memory(&self, b: &Bindings) -> Result<c_uint, CudaError> {
+    fn shared_memory(&self, launch: usize, b: &Bindings) -> Result<c_uint, CudaError> {
         let k = &self.kernel;
-        let dynamic = k.dynamic_shared_bytes(b)?;
+        let Some(shared) = k.launches.get(launch).map(|l| &l.shared) else {
+            return Ok(0);
+        };
+        let dynamic = k.dynamic_shared_of(shared, b)?;
         if dynamic == 0 {
             return Ok(0);
         }
-        let static_bytes = k.shared.static_bytes();
+        let static_bytes = shared.static_bytes();
         let total = static_bytes + dynamic;
         if total > self.max_shared {
             return Err(GpuError::SharedMemory {
@@ -295,7 +308,7 @@ impl CudaKernel {
             // SAFETY: a function of the loaded module; the value is within the device's limit.
             check("cuFuncSetAttribute", unsafe {
                 (self.api.func_set_attribute)(
-                    self.function,
+                    self.functions[launch],
                     FUNC_ATTR_MAX_DYNAMIC_SHARED,
                     bytes as c_int,
                 )
@@ -304,12 +317,15 @@ impl CudaKernel {
         Ok(bytes)
     }
 
-    /// Copies the bound buffers to the device, launches once, copies written buffers back;
-    /// returns the kernel's time in seconds (CUDA events around the launch).
+    /// Copies the bound buffers to the device, launches once (every kernel of the function in
+    /// order, on the default stream), copies written buffers back; returns the kernels' time in
+    /// seconds (CUDA events around the sequence of launches).
     pub fn run(&self, b: &mut Bindings) -> Result<f64, CudaError> {
         let api = &self.api;
-        let (grid, block) = self.kernel.launch_dims(b)?;
-        let shared_bytes = self.shared_memory(b)?;
+        let dims = self.kernel.all_launch_dims(b)?;
+        let shared_bytes = (0..self.functions.len())
+            .map(|k| self.shared_memory(k, b))
+            .collect::<Result<Vec<c_uint>, _>>()?;
         let f = &self.kernel.func;
         let params = f
             .params
@@ -372,22 +388,26 @@ impl CudaKernel {
                     "cuEventRecord",
                     (api.event_record)(start, std::ptr::null_mut()),
                 )?;
-                check(
-                    "cuLaunchKernel",
-                    (api.launch)(
-                        self.function,
-                        grid[0],
-                        grid[1],
-                        grid[2],
-                        block[0],
-                        block[1],
-                        block[2],
-                        shared_bytes,
-                        std::ptr::null_mut(),
-                        arg_ptrs.as_mut_ptr(),
-                        std::ptr::null_mut(),
-                    ),
-                )?;
+                for ((&function, (grid, block)), &shared) in
+                    self.functions.iter().zip(&dims).zip(&shared_bytes)
+                {
+                    check(
+                        "cuLaunchKernel",
+                        (api.launch)(
+                            function,
+                            grid[0],
+                            grid[1],
+                            grid[2],
+                            block[0],
+                            block[1],
+                            block[2],
+                            shared,
+                            std::ptr::null_mut(),
+                            arg_ptrs.as_mut_ptr(),
+                            std::ptr::null_mut(),
+                        ),
+                    )?;
+                }
                 check(
                     "cuEventRecord",
                     (api.event_record)(stop, std::ptr::null_mut()),

@@ -39,7 +39,7 @@ mod vecload;
 pub use cuda::{cuda_available, CudaError, CudaKernel};
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::{CompiledKernel, KernelArgument, RawArray, RawBindings};
-pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, NVPTX_TRIPLE};
+pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
 pub use vecload::with_cpu_vector_loads;
 
 use inkwell::context::Context;

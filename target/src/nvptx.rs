@@ -10,6 +10,10 @@
 //! [`lacuna_stage2::gpu::launch`]; [`GpuKernel::launch_dims`] evaluates them for parameter
 //! values. When the block's extents are constants, `maxntid{x,y,z}` annotations give `ptxas`
 //! the launch bound (CUDA's `__launch_bounds__`).
+//!
+//! A function of several launches ([`lacuna_stage2::gpu::split_launches`]) becomes one PTX
+//! module with one entry per launch, `lacuna_NAME_k0`, `lacuna_NAME_k1`, ... (a single launch
+//! keeps the plain `lacuna_NAME`), listed in order in [`GpuKernel::launches`].
 
 use crate::check::{check_decls, symbol_name};
 use crate::emit::{arg, Emitter};
@@ -82,16 +86,28 @@ impl GpuArch {
     }
 }
 
-/// A PTX kernel and how to launch it.
+/// One kernel of a PTX module and how to launch it.
+#[derive(Clone, Debug)]
+pub struct KernelLaunch {
+    /// The kernel's symbol in the PTX.
+    pub entry: String,
+    /// Launch extents per dimension (see [`lacuna_stage2::gpu`]).
+    pub launch: Launch,
+    /// Its shared memory: static buffers and the dynamic ones with their offsets.
+    pub shared: SharedLayout,
+}
+
+/// A PTX module of one function and how to launch its kernels.
 #[derive(Clone, Debug)]
 pub struct GpuKernel {
-    /// The kernel's symbol in the PTX (`lacuna_NAME`).
+    /// The symbol of the first (for a single-launch function: the only) kernel in the PTX
+    /// (`lacuna_NAME`).
     pub entry: String,
-    /// The PTX text.
+    /// The PTX text (every kernel of the function).
     pub ptx: String,
     /// The architecture it was generated for.
     pub arch: GpuArch,
-    /// Launch extents per dimension (see [`lacuna_stage2::gpu`]).
+    /// Launch extents of the first kernel per dimension (see [`lacuna_stage2::gpu`]).
     pub launch: Launch,
     /// The function's parameters, passed after the buffers in this order.
     pub params: Vec<String>,
@@ -99,21 +115,45 @@ pub struct GpuKernel {
     pub func: Func,
     /// Its shared memory: static buffers and the dynamic ones with their offsets.
     pub shared: SharedLayout,
+    /// Every kernel, in launch order (one for a single-launch function: `entry`, `launch`).
+    /// All take the same arguments.
+    pub launches: Vec<KernelLaunch>,
 }
 
 impl GpuKernel {
-    /// Grid and block dimensions for bound data: the extents are evaluated from its
-    /// parameters (and, for extents such as `J.indptr[m]`, its structure arrays).
+    /// Grid and block dimensions of the first kernel for bound data (see
+    /// [`GpuKernel::dims_of`]).
     pub fn launch_dims(&self, b: &Bindings) -> Result<([u32; 3], [u32; 3]), GpuError> {
-        self.launch
-            .dims(&b.params, &|name, i| host_load(&self.func, b, name, i))
+        self.dims_of(&self.launch, b)
     }
 
-    /// Bytes of dynamic shared memory a launch on bound data needs (0 when no shared buffer
-    /// is dynamic), checked with the static shared memory against the architecture's limit
-    /// ([`GpuArch::max_shared_bytes`]); the launcher checks the device's own limit too.
+    /// Grid and block dimensions of every kernel, in launch order.
+    #[allow(clippy::type_complexity)]
+    pub fn all_launch_dims(&self, b: &Bindings) -> Result<Vec<([u32; 3], [u32; 3])>, GpuError> {
+        self.launches
+            .iter()
+            .map(|k| self.dims_of(&k.launch, b))
+            .collect()
+    }
+
+    /// Grid and block dimensions of `launch` for bound data: the extents are evaluated from its
+    /// parameters (and, for extents such as `J.indptr[m]`, its structure arrays).
+    pub fn dims_of(&self, launch: &Launch, b: &Bindings) -> Result<([u32; 3], [u32; 3]), GpuError> {
+        launch.dims(&b.params, &|name, i| host_load(&self.func, b, name, i))
+    }
+
+    /// Bytes of dynamic shared memory the first kernel's launch on bound data needs (see
+    /// [`GpuKernel::dynamic_shared_of`]).
     pub fn dynamic_shared_bytes(&self, b: &Bindings) -> Result<u64, GpuError> {
-        self.shared.dynamic_bytes_for(
+        self.dynamic_shared_of(&self.shared, b)
+    }
+
+    /// Bytes of dynamic shared memory a launch of a kernel with shared memory `shared` on
+    /// bound data needs (0 when no shared buffer is dynamic), checked with the static shared
+    /// memory against the architecture's limit ([`GpuArch::max_shared_bytes`]); the launcher
+    /// checks the device's own limit too.
+    pub fn dynamic_shared_of(&self, shared: &SharedLayout, b: &Bindings) -> Result<u64, GpuError> {
+        shared.dynamic_bytes_for(
             &b.params,
             &|name, i| host_load(&self.func, b, name, i),
             self.arch.max_shared_bytes(),
@@ -198,8 +238,7 @@ pub fn emit_nvptx_ir(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<String
 pub fn compile_ptx(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<GpuKernel> {
     let ctx = Context::create();
     let tm = nvptx_machine(arch, opts)?;
-    let (module, entry, launch) = build_kernel_module(&ctx, f, &tm)?;
-    let shared = shared_layout(f)?;
+    let (module, launches) = build_kernel_module(&ctx, f, &tm)?;
     optimize(&module, &tm, opts)?;
     let buf = tm
         .write_to_memory_buffer(&module, FileType::Assembly)
@@ -209,14 +248,21 @@ pub fn compile_ptx(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<GpuKerne
     let ptx = String::from_utf8_lossy(buf.as_slice())
         .trim_end_matches('\0')
         .to_string();
+    let first = launches
+        .first()
+        .cloned()
+        .ok_or_else(|| CodegenError::Target {
+            message: "a GPU function without kernels".into(),
+        })?;
     Ok(GpuKernel {
-        entry,
+        entry: first.entry,
         ptx,
         arch,
-        launch,
+        launch: first.launch,
         params: f.params.clone(),
         func: f.clone(),
-        shared,
+        shared: first.shared,
+        launches,
     })
 }
 
@@ -230,21 +276,51 @@ fn optimize(module: &Module<'_>, tm: &TargetMachine, opts: &CodegenOptions) -> R
         })
 }
 
-/// Builds the kernel module; returns it with the kernel's symbol and the launch extents.
+/// Builds the module of `f`'s kernels; returns it with each kernel's symbol and launch
+/// extents, in launch order.
 fn build_kernel_module<'ctx>(
     ctx: &'ctx Context,
     f: &Func,
     tm: &TargetMachine,
-) -> R<(Module<'ctx>, String, Launch)> {
+) -> R<(Module<'ctx>, Vec<KernelLaunch>)> {
     check_decls(f)?;
+    let base = format!("lacuna_{}", symbol_name(&f.name));
+    let module = ctx.create_module(&base);
+    module.set_triple(&tm.get_triple());
+    module.set_data_layout(&tm.get_target_data().get_data_layout());
+    let kernels = lacuna_stage2::gpu::split_launches(f)?;
+    let mut launches = Vec::with_capacity(kernels.len());
+    for (k, kf) in kernels.iter().enumerate() {
+        let sym = if kernels.len() == 1 {
+            base.clone()
+        } else {
+            format!("{base}_k{k}")
+        };
+        let (launch, shared) = add_kernel(ctx, &module, kf, &sym)?;
+        launches.push(KernelLaunch {
+            entry: sym,
+            launch,
+            shared,
+        });
+    }
+    module.verify().map_err(|m| CodegenError::Verify {
+        kernel: f.name.clone(),
+        message: m.to_string(),
+    })?;
+    Ok((module, launches))
+}
+
+/// Adds the kernel `sym` running all of `f` (one launch) to `module`; returns its extents.
+fn add_kernel<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    f: &Func,
+    sym: &str,
+) -> R<(Launch, SharedLayout)> {
     let lowered = lacuna_stage2::gpu::lower_warp_reductions(f)?;
     let f = &lowered;
     let launch = launch(f)?;
     let shared = shared_layout(f)?;
-    let sym = format!("lacuna_{}", symbol_name(&f.name));
-    let module = ctx.create_module(&sym);
-    module.set_triple(&tm.get_triple());
-    module.set_data_layout(&tm.get_target_data().get_data_layout());
     let gptr = ctx.ptr_type(AddressSpace::from(GLOBAL));
     let i64t = ctx.i64_type();
     let mut args: Vec<BasicMetadataTypeEnum> = vec![gptr.into(); f.buffers.len()];
@@ -252,7 +328,7 @@ fn build_kernel_module<'ctx>(
         BasicMetadataTypeEnum::from(i64t),
         f.params.len(),
     ));
-    let kernel = module.add_function(&sym, ctx.void_type().fn_type(&args, false), None);
+    let kernel = module.add_function(sym, ctx.void_type().fn_type(&args, false), None);
     kernel.set_call_conventions(PTX_KERNEL_CC);
     let attr = |name: &str| ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
     kernel.add_attribute(AttributeLoc::Function, attr("nounwind"));
@@ -281,7 +357,7 @@ fn build_kernel_module<'ctx>(
     builder.position_at_end(ctx.append_basic_block(kernel, "entry"));
     let mut em = Emitter {
         ctx,
-        module: &module,
+        module,
         builder,
         func: kernel,
         bufs,
@@ -308,12 +384,9 @@ fn build_kernel_module<'ctx>(
     };
     em.stmts(&f.body)?;
     em.builder.build_return(None)?;
-    annotate(ctx, &module, kernel, &launch)?;
-    module.verify().map_err(|m| CodegenError::Verify {
-        kernel: f.name.clone(),
-        message: m.to_string(),
-    })?;
-    Ok((module, sym, launch))
+    annotate(ctx, module, kernel, &launch)?;
+    drop(em);
+    Ok((launch, shared))
 }
 
 /// `nvvm.annotations`: the kernel flag and, for constant block extents, `maxntid{x,y,z}`.
@@ -416,7 +489,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         let Some(d) = self.gpux.shared.and_then(|l| l.dynamic_buffer(buffer)) else {
             return Ok(None);
         };
-        let base = match self.gpux.dyn_base {
+        // One extern array per module, shared by its kernels.
+        let existing = self
+            .module
+            .get_global(DYN_SHARED)
+            .map(|g| g.as_pointer_value());
+        let base = match self.gpux.dyn_base.or(existing) {
             Some(p) => p,
             None => {
                 let ty = self.ctx.i8_type().array_type(0);

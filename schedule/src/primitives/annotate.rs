@@ -8,6 +8,8 @@
 //! - `pragma_unroll` (value ≥ 1): an unroll-count hint for the loop.
 //! - `prefetch` (value ≥ 1): CPU code prefetches the loop's affine loads `value` iterations
 //!   ahead (`llvm.prefetch`).
+//! - `launch` (value 0): the loop, a top-level statement of the function, starts a new GPU
+//!   kernel launch (see `lacuna_stage2::gpu::split_launches`); the CPU runs it as its body.
 //!
 //! A loop carries each key at most once; `unannotate` removes it (and turns the atomics of
 //! `atomic` back into plain sums).
@@ -18,7 +20,7 @@ use lacuna_stage1::BinOp;
 use lacuna_stage2::{AtomicOp, Expr, Stmt};
 
 /// The keys `annotate` accepts.
-pub const KEYS: [&str; 3] = ["atomic", "pragma_unroll", "prefetch"];
+pub const KEYS: [&str; 4] = ["atomic", "pragma_unroll", "prefetch", "launch"];
 
 fn to_atomic(stmts: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
     to_atomic_under(stmts, &mut Vec::new())
@@ -130,12 +132,24 @@ pub fn annotate(
             what: format!("unknown annotation `{key}` (use one of {KEYS:?})"),
         });
     }
-    if key != "atomic" && value < 1 {
+    if key == "launch" && value != 0 {
+        return Err(Condition::BadArgument {
+            what: format!("`launch` takes the value 0, not {value}"),
+        });
+    }
+    if !["atomic", "launch"].contains(&key) && value < 1 {
         return Err(Condition::BadArgument {
             what: format!("`{key}` needs a value of at least 1, not {value}"),
         });
     }
     let index = find(&body, name)?;
+    if key == "launch" && !top_level(&body, index) {
+        return Err(Condition::BadArgument {
+            what: format!(
+                "loop `{name}` is not a top-level statement of the function: a kernel launch starts only at a top-level loop nest"
+            ),
+        });
+    }
     let mut already = false;
     strip(body.clone(), index, key, &mut 0, &mut already);
     if already {
@@ -162,6 +176,26 @@ pub fn annotate(
         Ok(())
     })?;
     Ok(body)
+}
+
+/// Whether the loop with pre-order number `index` is a top-level statement (possibly under
+/// annotations of it alone).
+fn top_level(body: &[Stmt], index: usize) -> bool {
+    let Some(target) = crate::loops::get(body, index) else {
+        return false;
+    };
+    body.iter().any(|s| {
+        let mut s = s;
+        loop {
+            if std::ptr::eq(s, target) {
+                return true;
+            }
+            match s {
+                Stmt::Attr { body, .. } if body.len() == 1 => s = &body[0],
+                _ => return false,
+            }
+        }
+    })
 }
 
 /// `unannotate(loop, key)`: removes the annotation `key` directly around the loop.
