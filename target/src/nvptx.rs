@@ -416,7 +416,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         let Some(d) = self.gpux.shared.and_then(|l| l.dynamic_buffer(buffer)) else {
             return Ok(None);
         };
-        let base = match self.gpux.dyn_base {
+        // One extern array per module, shared by its kernels.
+        let existing = self.module.get_global(DYN_SHARED).map(|g| g.as_pointer_value());
+        let base = match self.gpux.dyn_base.or(existing) {
             Some(p) => p,
             None => {
                 let ty = self.ctx.i8_type().array_type(0);
