@@ -417,7 +417,10 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             return Ok(None);
         };
         // One extern array per module, shared by its kernels.
-        let existing = self.module.get_global(DYN_SHARED).map(|g| g.as_pointer_value());
+        let existing = self
+            .module
+            .get_global(DYN_SHARED)
+            .map(|g| g.as_pointer_value());
         let base = match self.gpux.dyn_base.or(existing) {
             Some(p) => p,
             None => {
