@@ -771,7 +771,10 @@ fn nnz_split_gpu(atomic: bool) -> ScheduleFile {
 }
 
 /// Empty rows, one dense row among short ones, nnz = 0, rows longer than a block's chunk.
-fn special_matrices() -> Vec<(usize, usize, Vec<Vec<(usize, f64)>>)> {
+/// A matrix: rows, columns and each row's entries.
+type Matrix = (usize, usize, Vec<Vec<(usize, f64)>>);
+
+fn special_matrices() -> Vec<Matrix> {
     let dense_row: Vec<(usize, f64)> = (0..300).map(|j| (j, 0.5 + j as f64)).collect();
     vec![
         (0, 0, vec![]),
