@@ -852,9 +852,11 @@ fn nnz_split_primitives_check_their_use() {
     // The decomposed init is its own iteration, before the sums.
     let s = Schedule::replay(&p, &[dec]).expect("applies");
     let text = lacuna::stage1::print_program(s.program());
+    let init = "sp_iter spmv_init [I] \"S\" (i) {\n    y[i] = 0.0\n  }";
+    let sums = "sp_iter spmv [I, J] \"SR\" (i, j) {\n    y[i] = y[i] + A[i, j] * x[j]\n  }";
     let (a, b) = (
-        text.find("spmv_init").expect("init iteration"),
-        text.find("sp_iter [I, J]").unwrap_or(usize::MAX),
+        text.find(init).expect("the init iteration"),
+        text.find(sums).expect("the sums without init"),
     );
     assert!(a < b, "{text}");
 }
