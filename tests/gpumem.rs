@@ -852,9 +852,11 @@ fn nnz_split_primitives_check_their_use() {
     // The decomposed init is its own iteration, before the sums.
     let s = Schedule::replay(&p, &[dec]).expect("applies");
     let text = lacuna::stage1::print_program(s.program());
+    let init = "sp_iter spmv_init [I] \"S\" (i) {\n    y[i] = 0.0\n  }";
+    let sums = "sp_iter spmv [I, J] \"SR\" (i, j) {\n    y[i] = y[i] + A[i, j] * x[j]\n  }";
     let (a, b) = (
-        text.find("spmv_init").expect("init iteration"),
-        text.find("sp_iter [I, J]").unwrap_or(usize::MAX),
+        text.find(init).expect("the init iteration"),
+        text.find(sums).expect("the sums without init"),
     );
     assert!(a < b, "{text}");
 }
@@ -1030,4 +1032,86 @@ fn nnz_split_gpu_example_in_two_launches() {
             );
         }
     }
+}
+
+/// A guard that reads what the loop writes is evaluated by each iteration after the earlier
+/// ones ran, so it cannot be checked for every lane up front: the load under it stays scalar.
+/// `for v in 0..2 (vectorized) { if flag[0] > 0 { y[v] = x[v]; flag[0] = 0 } }` copies only
+/// x[0].
+#[test]
+fn a_guard_reading_what_the_loop_writes_keeps_loads_scalar() {
+    let f = Func {
+        scratch: vec![],
+        name: "first_only".into(),
+        params: vec![],
+        axes: vec![],
+        buffers: vec![
+            decl("x", DType::F64, Role::Input),
+            decl("flag", DType::I32, Role::Output),
+            decl("y", DType::F64, Role::Output),
+        ],
+        body: vec![Stmt::For {
+            var: "v".into(),
+            start: Expr::i64(0),
+            end: Expr::i64(2),
+            kind: ForKind::Vectorized,
+            body: vec![Stmt::If {
+                cond: Expr::bin(
+                    lacuna::stage1::BinOp::Gt,
+                    load("flag", Expr::i64(0)),
+                    Expr::Int(0, DType::I32),
+                ),
+                then_body: vec![
+                    Stmt::Store {
+                        buffer: "y".into(),
+                        indices: vec![Expr::var("v")],
+                        value: load("x", Expr::var("v")),
+                    },
+                    Stmt::Store {
+                        buffer: "flag".into(),
+                        indices: vec![Expr::i64(0)],
+                        value: Expr::Int(0, DType::I32),
+                    },
+                ],
+                else_body: vec![],
+            }],
+        }],
+    };
+    let ir = with_cpu_vector_loads(|| {
+        lacuna::target::emit_llvm_ir(
+            &f,
+            &CodegenOptions {
+                optimized_ir: false,
+                ..CodegenOptions::default()
+            },
+        )
+    })
+    .expect("IR");
+    assert!(!ir.contains("<2 x double>"), "{ir}");
+    let mut b = lacuna::stage1::Bindings::default();
+    b.buffers.insert("x".into(), ArrayData::F64(vec![1.5, 2.5]));
+    b.buffers.insert("flag".into(), ArrayData::I32(vec![1]));
+    b.buffers.insert("y".into(), ArrayData::F64(vec![0.0, 0.0]));
+    let k = with_cpu_vector_loads(|| lacuna::target::compile(&f, &CodegenOptions::default()))
+        .expect("compiles");
+    k.run(&mut b).expect("runs");
+    assert_eq!(b.buffers["y"], ArrayData::F64(vec![1.5, 0.0]));
+    // Without the write to `flag`, the same loop loads x as one vector.
+    let mut g = f.clone();
+    if let Stmt::For { body, .. } = &mut g.body[0] {
+        if let Stmt::If { then_body, .. } = &mut body[0] {
+            then_body.pop();
+        }
+    }
+    let ir = with_cpu_vector_loads(|| {
+        lacuna::target::emit_llvm_ir(
+            &g,
+            &CodegenOptions {
+                optimized_ir: false,
+                ..CodegenOptions::default()
+            },
+        )
+    })
+    .expect("IR");
+    assert!(ir.contains("load <2 x double>"), "{ir}");
 }

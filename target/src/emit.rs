@@ -355,6 +355,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         then_body: &'a [Stmt],
         else_body: &'a [Stmt],
     ) -> R<()> {
+        // In the vector path of a vectorized loop, a guard checked for every lane holds.
+        if self.gpux.lane.is_some() {
+            if let Some(&holds) = self.gpux.known.get(&(cond as *const _ as usize)) {
+                return self.stmts(if holds { then_body } else { else_body });
+            }
+        }
         {
             {
                 let c = self.cond(cond)?;

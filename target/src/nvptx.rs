@@ -188,6 +188,9 @@ pub(crate) struct GpuExtras<'a, 'ctx> {
     pub vector: HashMap<usize, (inkwell::values::VectorValue<'ctx>, DType)>,
     /// The iteration (lane) of that loop being emitted.
     pub lane: Option<u64>,
+    /// Guards (by the address of their condition) that hold in every lane of that loop's
+    /// vector path, with the branch taken (`true`: then).
+    pub known: HashMap<usize, bool>,
     /// The buffers the kernel never writes.
     pub read_only: std::collections::BTreeSet<String>,
 }

@@ -7,8 +7,9 @@
 //! shuffles) and `n` elements of the buffer's type take at most 16 bytes. A load `b[idx]` in it
 //! is vectorized when `b` is a global buffer the body does not write, the load is evaluated
 //! whenever its statement runs (not in an arm of a `select` or the right side of `&&`/`||`),
-//! and `idx` (through the `let`s above it) is `base + v`: the `n` iterations read
-//! `b[base + lo .. base + lo + n]`. The vector load needs:
+//! the `let`s and guards above it read nothing the body writes (they are evaluated for every
+//! iteration up front), and `idx` (through the `let`s above it) is `base + v`: the `n`
+//! iterations read `b[base + lo .. base + lo + n]`. The vector load needs:
 //!
 //! - every iteration to reach the load: the guards (`if`s) above it hold for all `n` values of
 //!   `v` (a tail iteration past the end of the data fails them);
@@ -17,7 +18,8 @@
 //!   a sum of multiples of `n` (e.g. `k.0 * 64 + k.1.0 * 2`), else tested at run time.
 //!
 //! The loop becomes `if (all guards hold and the base is aligned) { vector loads; the n
-//! iterations unrolled, each taking its lane } else { the scalar loop }`; where nothing needs a
+//! iterations unrolled, each taking its lane, the checked guards known to hold } else { the
+//! scalar loop }`; where nothing needs a
 //! test, only the vector path is emitted. Input buffers (never written by the kernel) are also
 //! `readonly` kernel parameters, so their loads become `ld.global.nc` (the read-only cache).
 
@@ -111,6 +113,18 @@ fn straight(stmts: &[Stmt]) -> bool {
         };
         ok && !s.exprs().into_iter().any(has_shuffle) && s.bodies().into_iter().all(|b| straight(b))
     })
+}
+
+/// Whether `e` loads from (or searches) one of `buffers`.
+fn reads_any(e: &Expr, buffers: &BTreeSet<String>) -> bool {
+    match e {
+        Expr::Load { buffer, .. } | Expr::Search { buffer, .. } | Expr::Segment { buffer, .. }
+            if buffers.contains(buffer) =>
+        {
+            true
+        }
+        other => other.children().into_iter().any(|c| reads_any(c, buffers)),
+    }
 }
 
 /// The definition of `name` among the path's lets (the innermost), with the lets before it.
@@ -254,7 +268,14 @@ impl<'a> Finder<'a, '_> {
         let Some(t) = self.func_buffers.get(buffer) else {
             return; // scratch
         };
+        // The lets and guards above the load are evaluated for every lane before any lane
+        // runs: they must not read what the body writes (an earlier lane could change it).
+        let stale = path.iter().any(|s| match s {
+            Step::Let(_, e) | Step::Guard(e, _) => reads_any(e, &self.written),
+        });
         if self.written.contains(buffer)
+            || stale
+            || reads_any(index, &self.written)
             || self.n * t.size_bytes() as i64 > 16
             || coefficient(index, self.var, path) != Some(1)
         {
@@ -348,6 +369,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                             self.env.push((name, x, false));
                         }
                         Step::Guard(cond, holds) => {
+                            self.gpux.known.insert(cond as *const Expr as usize, holds);
                             let mut ok = self.cond(cond)?;
                             if !holds {
                                 ok = self.builder.build_not(ok, "")?;
@@ -429,6 +451,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             r?;
         }
         self.gpux.vector.clear();
+        self.gpux.known.clear();
         self.builder.build_unconditional_branch(merge)?;
         // The scalar loop, where a check failed.
         if let Some(bb) = fallback {
