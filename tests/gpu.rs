@@ -216,8 +216,8 @@ fn run_on(
 }
 
 /// The CPU result a GPU schedule must reproduce: the schedule on the JIT, or the unscheduled
-/// kernel on the JIT where the schedule has barriers (shared-memory caches), which CPU code
-/// refuses (a typed GPU-only error).
+/// kernel on the JIT where the schedule has barriers (shared-memory caches) or dynamic shared
+/// memory, which CPU code refuses (a typed GPU-only error).
 fn cpu_reference(
     p: &Program,
     file: &ScheduleFile,
@@ -225,7 +225,7 @@ fn cpu_reference(
 ) -> lacuna::stage1::Output {
     match run_on(p, file, inputs, Target::Jit) {
         Ok(out) => out,
-        Err(e) if e.to_string().contains("barrier") => {
+        Err(e) if e.to_string().contains("barrier") || e.to_string().contains("GPU-only") => {
             let plain = ScheduleFile {
                 trace: vec![],
                 ..file.clone()

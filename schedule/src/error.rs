@@ -123,6 +123,7 @@ impl ScheduleError {
                 format!("{iter:?}, {axes:?}")
             }
             Instruction::Specialize { param, value } => format!("{param:?}, {value}"),
+            Instruction::SparseDecomposeInit { iter } => format!("{iter:?}"),
             Instruction::Pos { iter, axis, buffer } => format!("{iter:?}, {axis:?}, {buffer:?}"),
             Instruction::DecomposeFormat { buffer, into } => format!("{buffer:?}, {into:?}"),
             Instruction::Split { r#loop, factors } => format!("{loop:?}, {factors:?}"),

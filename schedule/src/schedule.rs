@@ -200,6 +200,9 @@ impl Schedule {
                 Instruction::SparseFuse { iter, axes } => {
                     sparse::sparse_fuse(self.program.clone(), iter, axes)
                 }
+                Instruction::SparseDecomposeInit { iter } => {
+                    sparse::sparse_decompose_init(self.program.clone(), iter)
+                }
                 Instruction::Pos { iter, axis, buffer } => {
                     sparse::pos(self.program.clone(), iter, axis, buffer)
                 }

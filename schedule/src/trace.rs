@@ -18,6 +18,13 @@ pub enum Instruction {
         /// All of its axes, in the new order.
         axes: Vec<String>,
     },
+    /// Stage I: move the init of a sparse iteration into its own iteration `ITER_init` over
+    /// the spatial axes, placed just before it (so that a spatial and a reduction axis can then
+    /// be fused).
+    SparseDecomposeInit {
+        /// The iteration (block) name.
+        iter: String,
+    },
     /// Stage I: iterate a dense axis and its variable child as one flat axis.
     SparseFuse {
         /// The iteration (block) name.
@@ -285,6 +292,7 @@ impl Instruction {
         match self {
             Instruction::SparseReorder { .. } => "sparse_reorder",
             Instruction::SparseFuse { .. } => "sparse_fuse",
+            Instruction::SparseDecomposeInit { .. } => "sparse_decompose_init",
             Instruction::Pos { .. } => "pos",
             Instruction::DecomposeFormat { .. } => "decompose_format",
             Instruction::Specialize { .. } => "specialize",
@@ -323,6 +331,7 @@ impl Instruction {
             self,
             Instruction::SparseReorder { .. }
                 | Instruction::SparseFuse { .. }
+                | Instruction::SparseDecomposeInit { .. }
                 | Instruction::Pos { .. }
                 | Instruction::DecomposeFormat { .. }
                 | Instruction::Specialize { .. }

@@ -98,6 +98,31 @@ pub enum GpuError {
         /// What is wrong.
         why: String,
     },
+    /// A dynamic shared buffer's extent reads something other than parameters (and
+    /// elements at parameter positions), so its size cannot be computed before the launch.
+    #[error("shared buffer `{buffer}` has extent `{extent}`, which reads {what}: the extent of a shared buffer must depend on parameters only")]
+    SharedExtent {
+        /// The scratch buffer.
+        buffer: String,
+        /// Its extent.
+        extent: String,
+        /// What the extent reads.
+        what: String,
+    },
+    /// A kernel asks for more shared memory per block than the device (or architecture) allows.
+    #[error("the kernel needs {bytes} bytes of shared memory per block ({static_bytes} static + {dynamic_bytes} dynamic), more than the {limit} bytes {what} allows")]
+    SharedMemory {
+        /// Total bytes.
+        bytes: u64,
+        /// Of which static (`.shared` arrays of constant size).
+        static_bytes: u64,
+        /// Of which dynamic (`.extern .shared`).
+        dynamic_bytes: u64,
+        /// The limit.
+        limit: u64,
+        /// Whose limit (an architecture or the device).
+        what: String,
+    },
     /// A later launch reads what an earlier launch defines at its top level (see the module
     /// documentation, "Several launches").
     #[error("launch {launch} reads {what}, which launch {defined_in} defines at its top level: only buffers survive a kernel launch (move it into the nest that uses it, or drop the launch boundary)")]
@@ -498,7 +523,7 @@ fn collect(
 }
 
 /// What an extent expression reads besides parameters and literals, if anything.
-fn non_param(e: &Expr) -> Option<String> {
+pub(crate) fn non_param(e: &Expr) -> Option<String> {
     match e {
         Expr::Var(v) => Some(format!("variable `{v}`")),
         // A load at a position computable on the host (e.g. `J.indptr[m]`, the nonzero count)

@@ -303,6 +303,14 @@ fn run_launch(
         a.get(usize::try_from(i).ok()?)
     };
     let dims = launch.dims(params, &load)?;
+    // Shared memory per block within the largest architecture's limit (sm_90), as a launch
+    // would check it; each block gets its own copy of every shared buffer below.
+    crate::gpu_mem::shared_layout(f)?.dynamic_bytes_for(
+        params,
+        &load,
+        crate::gpu_mem::MAX_SHARED_SM90,
+        "sm_90 (227 KiB)",
+    )?;
     let mut m = Machine {
         f,
         data,

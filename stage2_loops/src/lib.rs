@@ -7,6 +7,7 @@
 
 pub mod coiter;
 pub mod gpu;
+pub mod gpu_mem;
 mod interp;
 pub mod ir;
 pub mod passes;

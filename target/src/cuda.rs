@@ -72,7 +72,14 @@ struct Api {
     event_synchronize: unsafe extern "C" fn(Ptr) -> CuResult,
     event_elapsed: unsafe extern "C" fn(*mut f32, Ptr, Ptr) -> CuResult,
     event_destroy: unsafe extern "C" fn(Ptr) -> CuResult,
+    device_get_attribute: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> CuResult,
+    func_set_attribute: unsafe extern "C" fn(Ptr, c_int, c_int) -> CuResult,
 }
+
+/// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN` (`cuda.h`).
+const ATTR_MAX_SHARED_OPTIN: c_int = 97;
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` (`cuda.h`).
+const FUNC_ATTR_MAX_DYNAMIC_SHARED: c_int = 8;
 
 fn check(call: &'static str, code: CuResult) -> Result<(), CudaError> {
     if code == 0 {
@@ -141,6 +148,8 @@ fn open_driver() -> Result<Api, CudaError> {
             event_synchronize: func(sym(c"cuEventSynchronize")?),
             event_elapsed: func(sym(c"cuEventElapsedTime")?),
             event_destroy: func(sym(c"cuEventDestroy_v2")?),
+            device_get_attribute: func(sym(c"cuDeviceGetAttribute")?),
+            func_set_attribute: func(sym(c"cuFuncSetAttribute")?),
         })
     }
 }
@@ -160,6 +169,8 @@ pub struct CudaKernel {
     /// One function per launch of the kernel, in order.
     functions: Vec<Ptr>,
     kernel: GpuKernel,
+    /// The device's opt-in limit of shared memory per block, in bytes.
+    max_shared: u64,
 }
 
 // SAFETY: the handles belong to the primary context, which the driver lets any thread use
@@ -242,12 +253,18 @@ impl CudaKernel {
                 )?;
             }
         }
+        let mut optin: c_int = 0;
+        // SAFETY: valid out-pointer, a device from `cuDeviceGet`.
+        check("cuDeviceGetAttribute", unsafe {
+            (api.device_get_attribute)(&mut optin, ATTR_MAX_SHARED_OPTIN, dev)
+        })?;
         Ok(CudaKernel {
             api,
             context,
             module,
             functions,
             kernel,
+            max_shared: u64::try_from(optin).unwrap_or(0),
         })
     }
 
@@ -256,12 +273,59 @@ impl CudaKernel {
         &self.kernel
     }
 
+    /// The dynamic shared memory of launch `launch` on `b` (`sharedMemBytes`), within the
+    /// architecture's and the device's limits; above 48 KiB in all, the kernel opts in to it
+    /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    fn shared_memory(&self, launch: usize, b: &Bindings) -> Result<c_uint, CudaError> {
+        let k = &self.kernel;
+        let Some(shared) = k.launches.get(launch).map(|l| &l.shared) else {
+            return Ok(0);
+        };
+        let dynamic = k.dynamic_shared_of(shared, b)?;
+        if dynamic == 0 {
+            return Ok(0);
+        }
+        let static_bytes = shared.static_bytes();
+        let total = static_bytes + dynamic;
+        if total > self.max_shared {
+            return Err(GpuError::SharedMemory {
+                bytes: total,
+                static_bytes,
+                dynamic_bytes: dynamic,
+                limit: self.max_shared,
+                what: "this device (its opt-in limit per block)".into(),
+            }
+            .into());
+        }
+        let bytes = c_uint::try_from(dynamic).map_err(|_| GpuError::SharedMemory {
+            bytes: total,
+            static_bytes,
+            dynamic_bytes: dynamic,
+            limit: c_uint::MAX as u64,
+            what: "cuLaunchKernel".into(),
+        })?;
+        if total > lacuna_stage2::gpu_mem::STATIC_SHARED_LIMIT {
+            // SAFETY: a function of the loaded module; the value is within the device's limit.
+            check("cuFuncSetAttribute", unsafe {
+                (self.api.func_set_attribute)(
+                    self.functions[launch],
+                    FUNC_ATTR_MAX_DYNAMIC_SHARED,
+                    bytes as c_int,
+                )
+            })?;
+        }
+        Ok(bytes)
+    }
+
     /// Copies the bound buffers to the device, launches once (every kernel of the function in
     /// order, on the default stream), copies written buffers back; returns the kernels' time in
     /// seconds (CUDA events around the sequence of launches).
     pub fn run(&self, b: &mut Bindings) -> Result<f64, CudaError> {
         let api = &self.api;
         let dims = self.kernel.all_launch_dims(b)?;
+        let shared_bytes = (0..self.functions.len())
+            .map(|k| self.shared_memory(k, b))
+            .collect::<Result<Vec<c_uint>, _>>()?;
         let f = &self.kernel.func;
         let params = f
             .params
@@ -324,7 +388,9 @@ impl CudaKernel {
                     "cuEventRecord",
                     (api.event_record)(start, std::ptr::null_mut()),
                 )?;
-                for (&function, (grid, block)) in self.functions.iter().zip(&dims) {
+                for ((&function, (grid, block)), &shared) in
+                    self.functions.iter().zip(&dims).zip(&shared_bytes)
+                {
                     check(
                         "cuLaunchKernel",
                         (api.launch)(
@@ -335,7 +401,7 @@ impl CudaKernel {
                             block[0],
                             block[1],
                             block[2],
-                            0,
+                            shared,
                             std::ptr::null_mut(),
                             arg_ptrs.as_mut_ptr(),
                             std::ptr::null_mut(),

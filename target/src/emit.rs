@@ -62,6 +62,8 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub pending_unroll: Option<u32>,
     /// A `prefetch` distance for the next counted loop emitted.
     pub pending_prefetch: Option<i64>,
+    /// GPU-only state: dynamic shared memory (see `crate::nvptx`).
+    pub gpux: crate::nvptx::GpuExtras<'a, 'ctx>,
 }
 
 /// Builds the module for `f`; returns it with the entry point's symbol name.
@@ -128,6 +130,14 @@ pub(crate) fn build_module<'ctx>(
         gpu: false,
         pending_unroll: None,
         pending_prefetch: None,
+        gpux: crate::nvptx::GpuExtras {
+            globals: f
+                .buffers
+                .iter()
+                .map(|b| (b.name.as_str(), b.dtype))
+                .collect(),
+            ..Default::default()
+        },
     };
     em.stmts(&f.body)?;
     em.builder.build_return(None)?;
@@ -240,6 +250,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 kind,
                 body,
             } => {
+                if *kind == ForKind::Vectorized && self.vector_loop(var, start, end, body)? {
+                    return Ok(());
+                }
                 let bound = |t| CodegenError::LoopBoundType {
                     var: var.clone(),
                     dtype: t,
@@ -342,6 +355,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         then_body: &'a [Stmt],
         else_body: &'a [Stmt],
     ) -> R<()> {
+        // In the vector path of a vectorized loop, a guard checked for every lane holds.
+        if self.gpux.lane.is_some() {
+            if let Some(&holds) = self.gpux.known.get(&(cond as *const _ as usize)) {
+                return self.stmts(if holds { then_body } else { else_body });
+            }
+        }
         {
             {
                 let c = self.cond(cond)?;
@@ -462,8 +481,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     }
 
     /// Storage for a scratch buffer: a stack array in the entry block (CPU, and local scope on
-    /// the GPU), a static `addrspace(3)` array (shared scope on the GPU). The extent must be a
-    /// constant: kernels never allocate at run time.
+    /// the GPU), a static `addrspace(3)` array (shared scope on the GPU), or a slice of the
+    /// kernel's dynamic shared memory (a shared buffer that `lacuna_stage2::gpu_mem` makes
+    /// dynamic). Otherwise the extent must be a constant: kernels never allocate at run time.
     fn alloc_scratch(
         &mut self,
         buffer: &'a str,
@@ -478,8 +498,21 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             scope: scope.name(),
             why,
         };
+        if self.gpu && scope == MemScope::Shared {
+            if let Some(ptr) = self.dynamic_shared(buffer)? {
+                self.bufs.insert(buffer, (ptr, t));
+                return Ok(());
+            }
+        }
         let n = match extent {
             lacuna_stage2::Expr::Int(n, _) if *n >= 0 => *n as u64,
+            // A shared buffer sized by parameters is dynamic shared memory, which only a GPU
+            // kernel has.
+            _ if !self.gpu && scope == MemScope::Shared => {
+                return Err(CodegenError::GpuOnly {
+                    what: "dynamic shared memory (a shared buffer of non-constant extent)",
+                })
+            }
             other => {
                 return Err(err(format!(
                     "its extent `{other}` is not a constant (split the loop it serves by a constant factor first)"

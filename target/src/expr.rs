@@ -51,6 +51,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             }
             Expr::Coord(var) => Err(CodegenError::Coordinate { var: var.clone() }),
             Expr::Load { buffer, indices } => {
+                if let Some(v) = self.vector_lane(e)? {
+                    return Ok(v);
+                }
                 let (p, t) = self.element_ptr(buffer, indices)?;
                 Ok(Val {
                     v: self.load(p, t, buffer)?,

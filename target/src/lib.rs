@@ -34,11 +34,13 @@ mod machine;
 mod nvptx;
 mod ops;
 mod parallel;
+mod vecload;
 
 pub use cuda::{cuda_available, CudaError, CudaKernel};
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::{CompiledKernel, KernelArgument, RawArray, RawBindings};
 pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
+pub use vecload::with_cpu_vector_loads;
 
 use inkwell::context::Context;
 use inkwell::module::Module;

@@ -32,6 +32,7 @@ use inkwell::AddressSpace;
 use lacuna_ir::DType;
 use lacuna_stage1::Bindings;
 use lacuna_stage2::gpu::{launch, GpuError, Launch};
+use lacuna_stage2::gpu_mem::{shared_layout, SharedLayout, MAX_SHARED_SM80, MAX_SHARED_SM90};
 use lacuna_stage2::BufferKind;
 use lacuna_stage2::{Expr, Func, GpuAxis, ShuffleKind, Stmt};
 use std::collections::HashMap;
@@ -75,6 +76,14 @@ impl GpuArch {
             GpuArch::Sm90 => "sm_90",
         }
     }
+    /// The most shared memory (static plus dynamic) a block may use on this architecture
+    /// after opting in: 163 KiB on sm_80, 227 KiB on sm_90.
+    pub fn max_shared_bytes(self) -> u64 {
+        match self {
+            GpuArch::Sm80 => MAX_SHARED_SM80,
+            GpuArch::Sm90 => MAX_SHARED_SM90,
+        }
+    }
 }
 
 /// One kernel of a PTX module and how to launch it.
@@ -84,6 +93,8 @@ pub struct KernelLaunch {
     pub entry: String,
     /// Launch extents per dimension (see [`lacuna_stage2::gpu`]).
     pub launch: Launch,
+    /// Its shared memory: static buffers and the dynamic ones with their offsets.
+    pub shared: SharedLayout,
 }
 
 /// A PTX module of one function and how to launch its kernels.
@@ -102,6 +113,8 @@ pub struct GpuKernel {
     pub params: Vec<String>,
     /// The function (buffers in argument order).
     pub func: Func,
+    /// Its shared memory: static buffers and the dynamic ones with their offsets.
+    pub shared: SharedLayout,
     /// Every kernel, in launch order (one for a single-launch function: `entry`, `launch`).
     /// All take the same arguments.
     pub launches: Vec<KernelLaunch>,
@@ -126,18 +139,64 @@ impl GpuKernel {
     /// Grid and block dimensions of `launch` for bound data: the extents are evaluated from its
     /// parameters (and, for extents such as `J.indptr[m]`, its structure arrays).
     pub fn dims_of(&self, launch: &Launch, b: &Bindings) -> Result<([u32; 3], [u32; 3]), GpuError> {
-        let load = |name: &str, i: i64| {
-            let decl = self.func.buffer(name)?;
-            let arr = match &decl.kind {
-                BufferKind::Values(_) => b.buffers.get(name),
-                BufferKind::Indptr(ax) => b.axes.get(ax).and_then(|a| a.indptr.as_ref()),
-                BufferKind::Indices(ax) => b.axes.get(ax).and_then(|a| a.indices.as_ref()),
-            }?;
-            arr.get(usize::try_from(i).ok()?)
-        };
-        launch.dims(&b.params, &load)
+        launch.dims(&b.params, &|name, i| host_load(&self.func, b, name, i))
+    }
+
+    /// Bytes of dynamic shared memory the first kernel's launch on bound data needs (see
+    /// [`GpuKernel::dynamic_shared_of`]).
+    pub fn dynamic_shared_bytes(&self, b: &Bindings) -> Result<u64, GpuError> {
+        self.dynamic_shared_of(&self.shared, b)
+    }
+
+    /// Bytes of dynamic shared memory a launch of a kernel with shared memory `shared` on
+    /// bound data needs (0 when no shared buffer is dynamic), checked with the static shared
+    /// memory against the architecture's limit ([`GpuArch::max_shared_bytes`]); the launcher
+    /// checks the device's own limit too.
+    pub fn dynamic_shared_of(&self, shared: &SharedLayout, b: &Bindings) -> Result<u64, GpuError> {
+        shared.dynamic_bytes_for(
+            &b.params,
+            &|name, i| host_load(&self.func, b, name, i),
+            self.arch.max_shared_bytes(),
+            self.arch.name(),
+        )
     }
 }
+
+/// Element `i` of the bound array behind buffer `name` of `f` (for expressions evaluated on
+/// the host before a launch).
+fn host_load(f: &Func, b: &Bindings, name: &str, i: i64) -> Option<lacuna_ir::Scalar> {
+    let decl = f.buffer(name)?;
+    let arr = match &decl.kind {
+        BufferKind::Values(_) => b.buffers.get(name),
+        BufferKind::Indptr(ax) => b.axes.get(ax).and_then(|a| a.indptr.as_ref()),
+        BufferKind::Indices(ax) => b.axes.get(ax).and_then(|a| a.indices.as_ref()),
+    }?;
+    arr.get(usize::try_from(i).ok()?)
+}
+
+/// State of the statement emitter for GPU memory: dynamic shared memory and vector loads
+/// (`crate::vecload`).
+#[derive(Default)]
+pub(crate) struct GpuExtras<'a, 'ctx> {
+    /// The kernel's shared memory layout (which shared buffers are dynamic, at what offset).
+    pub shared: Option<&'a SharedLayout>,
+    /// The extern `addrspace(3)` array of dynamic shared memory, once declared.
+    pub dyn_base: Option<inkwell::values::PointerValue<'ctx>>,
+    /// The function's (global) buffers with their element types.
+    pub globals: HashMap<&'a str, DType>,
+    /// Vector loads of the vectorized loop being emitted, by the address of the load's node.
+    pub vector: HashMap<usize, (inkwell::values::VectorValue<'ctx>, DType)>,
+    /// The iteration (lane) of that loop being emitted.
+    pub lane: Option<u64>,
+    /// Guards (by the address of their condition) that hold in every lane of that loop's
+    /// vector path, with the branch taken (`true`: then).
+    pub known: HashMap<usize, bool>,
+    /// The buffers the kernel never writes.
+    pub read_only: std::collections::BTreeSet<String>,
+}
+
+/// Symbol of the kernel's dynamic shared memory (`extern __shared__`).
+const DYN_SHARED: &str = "lacuna_dynamic_shared";
 
 /// Initializes LLVM's NVPTX target once per process.
 fn init_nvptx() -> R<()> {
@@ -205,6 +264,7 @@ pub fn compile_ptx(f: &Func, arch: GpuArch, opts: &CodegenOptions) -> R<GpuKerne
         launch: first.launch,
         params: f.params.clone(),
         func: f.clone(),
+        shared: first.shared,
         launches,
     })
 }
@@ -242,8 +302,12 @@ fn build_kernel_module<'ctx>(
         } else {
             format!("{base}_k{k}")
         };
-        let launch = add_kernel(ctx, &module, kf, &sym)?;
-        launches.push(KernelLaunch { entry: sym, launch });
+        let (launch, shared) = add_kernel(ctx, &module, kf, &sym)?;
+        launches.push(KernelLaunch {
+            entry: sym,
+            launch,
+            shared,
+        });
     }
     module.verify().map_err(|m| CodegenError::Verify {
         kernel: f.name.clone(),
@@ -253,10 +317,16 @@ fn build_kernel_module<'ctx>(
 }
 
 /// Adds the kernel `sym` running all of `f` (one launch) to `module`; returns its extents.
-fn add_kernel<'ctx>(ctx: &'ctx Context, module: &Module<'ctx>, f: &Func, sym: &str) -> R<Launch> {
+fn add_kernel<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    f: &Func,
+    sym: &str,
+) -> R<(Launch, SharedLayout)> {
     let lowered = lacuna_stage2::gpu::lower_warp_reductions(f)?;
     let f = &lowered;
     let launch = launch(f)?;
+    let shared = shared_layout(f)?;
     let gptr = ctx.ptr_type(AddressSpace::from(GLOBAL));
     let i64t = ctx.i64_type();
     let mut args: Vec<BasicMetadataTypeEnum> = vec![gptr.into(); f.buffers.len()];
@@ -269,9 +339,15 @@ fn add_kernel<'ctx>(ctx: &'ctx Context, module: &Module<'ctx>, f: &Func, sym: &s
     let attr = |name: &str| ctx.create_enum_attribute(Attribute::get_named_enum_kind_id(name), 0);
     kernel.add_attribute(AttributeLoc::Function, attr("nounwind"));
     let mut bufs = HashMap::new();
+    // Buffers the kernel never writes are `readonly`: with `noalias`, their loads may use the
+    // read-only data cache (`ld.global.nc`).
+    let read_only = crate::vecload::read_only(f);
     for (i, b) in f.buffers.iter().enumerate() {
         for name in ["noalias", "nocapture"] {
             kernel.add_attribute(AttributeLoc::Param(i as u32), attr(name));
+        }
+        if read_only.contains(&b.name) {
+            kernel.add_attribute(AttributeLoc::Param(i as u32), attr("readonly"));
         }
         let p = arg(kernel, i)?.into_pointer_value();
         p.set_name(&b.name);
@@ -301,11 +377,22 @@ fn add_kernel<'ctx>(ctx: &'ctx Context, module: &Module<'ctx>, f: &Func, sym: &s
         // A `Parallel` loop inside a GPU kernel runs serially in its thread.
         in_parallel: true,
         outlined: Default::default(),
+        gpux: GpuExtras {
+            shared: Some(&shared),
+            globals: f
+                .buffers
+                .iter()
+                .map(|b| (b.name.as_str(), b.dtype))
+                .collect(),
+            read_only,
+            ..Default::default()
+        },
     };
     em.stmts(&f.body)?;
     em.builder.build_return(None)?;
     annotate(ctx, module, kernel, &launch)?;
-    Ok(launch)
+    drop(em);
+    Ok((launch, shared))
 }
 
 /// `nvvm.annotations`: the kernel flag and, for constant block extents, `maxntid{x,y,z}`.
@@ -398,6 +485,49 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
 }
 
 impl<'a, 'ctx> Emitter<'a, 'ctx> {
+    /// The address of shared buffer `buffer` if it is dynamic: its byte offset (computed from
+    /// the parameters) into the kernel's extern `[0 x i8]` array of dynamic shared memory,
+    /// declared on first use (`.extern .shared .align 16` in PTX).
+    pub(crate) fn dynamic_shared(
+        &mut self,
+        buffer: &str,
+    ) -> R<Option<inkwell::values::PointerValue<'ctx>>> {
+        let Some(d) = self.gpux.shared.and_then(|l| l.dynamic_buffer(buffer)) else {
+            return Ok(None);
+        };
+        // One extern array per module, shared by its kernels.
+        let existing = self
+            .module
+            .get_global(DYN_SHARED)
+            .map(|g| g.as_pointer_value());
+        let base = match self.gpux.dyn_base.or(existing) {
+            Some(p) => p,
+            None => {
+                let ty = self.ctx.i8_type().array_type(0);
+                let g = self
+                    .module
+                    .add_global(ty, Some(AddressSpace::from(3u16)), DYN_SHARED);
+                g.set_linkage(inkwell::module::Linkage::External);
+                g.set_alignment(lacuna_stage2::gpu_mem::SHARED_ALIGN as u32);
+                let p = g.as_pointer_value();
+                self.gpux.dyn_base = Some(p);
+                p
+            }
+        };
+        let off = self.int_operand(&d.offset, |dtype| CodegenError::Scratch {
+            buffer: buffer.to_string(),
+            scope: "shared",
+            why: format!("its offset in dynamic shared memory has type {dtype}"),
+        })?;
+        // SAFETY (of the LLVM construct): the offset lies inside the launch's dynamic shared
+        // memory, whose size the launcher computes from the same layout.
+        let p = unsafe {
+            self.builder
+                .build_in_bounds_gep(self.ctx.i8_type(), base, &[off], buffer)
+        }?;
+        Ok(Some(p))
+    }
+
     /// A warp shuffle with a full mask: `llvm.nvvm.shfl.sync.{down,bfly,idx}.i32`, 64-bit
     /// values as two 32-bit halves, `bool` widened to 32 bits.
     pub(crate) fn shuffle(

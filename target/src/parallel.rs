@@ -288,6 +288,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             gpu: false,
             pending_unroll: None,
             pending_prefetch: None,
+            gpux: Default::default(),
         };
         inner
             .builder

@@ -27,6 +27,8 @@
 //! the path depend on (through `let`s and loop bounds). The cache's extent is the product of
 //! the extents of the loops it is laid out by, which must be constants (split a loop by a
 //! constant factor, or `bound` it, first): scratch buffers are never allocated at run time.
+//! A `shared` cache may also have an extent over parameters (e.g. `2 * feat`): it becomes
+//! dynamic shared memory, sized when the kernel is launched (`lacuna_stage2::gpu_mem`).
 //! A loop kept only for a guard does not index a direct cache: its iterations copy the same
 //! elements again.
 //!
@@ -404,6 +406,15 @@ fn show(idx: &[Expr]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
+/// Whether `e` reads only parameters and literals (no variables, loads or searches).
+fn params_only(e: &Expr) -> bool {
+    match e {
+        Expr::Var(_) | Expr::Load { .. } | Expr::Search { .. } | Expr::Segment { .. } => false,
+        Expr::Coord(_) | Expr::Shuffle { .. } => false,
+        other => other.children().into_iter().all(params_only),
+    }
+}
+
 fn vars_of(e: &Expr, out: &mut BTreeSet<String>) {
     if let Expr::Var(v) = e {
         out.insert(v.clone());
@@ -627,7 +638,9 @@ pub fn cache(
             }
         }
     }
-    let kept: Vec<(String, Expr, i64)> = steps
+    // A shared cache may have an extent over parameters (dynamic shared memory, sized at
+    // launch); other caches need constant extents.
+    let kept: Vec<(String, Expr, Expr)> = steps
         .iter()
         .filter_map(|s| match s {
             Step::For { var, start, end } if needed.contains(var) => {
@@ -637,9 +650,15 @@ pub fn cache(
         })
         .map(|(var, start, end)| {
             match simplify::expr(Expr::sub(end.clone(), start.clone())) {
-                Expr::Int(n, _) => Ok((var, start, n.max(0))),
+                Expr::Int(n, t) => Ok((var, start, Expr::Int(n.max(0), t))),
+                other if scope == MemScope::Shared && params_only(&other) => Ok((
+                    var,
+                    start,
+                    Expr::bin(BinOp::Max, other, Expr::i64(0)),
+                )),
                 other => Err(bad(format!(
-                    "the cached region's extent along loop `{var}` is `{other}`, not a constant (split the loop by a constant factor, bound it, or specialize the parameters first)"
+                    "the cached region's extent along loop `{var}` is `{other}`, not {} (split the loop by a constant factor, bound it, or specialize the parameters first)",
+                    if scope == MemScope::Shared { "an expression over parameters" } else { "a constant" }
                 ))),
             }
         })
@@ -654,7 +673,7 @@ pub fn cache(
         }
     }
     // The cache layout: one dimension per kept loop (reverse), or per varying index (direct).
-    let dims: Vec<(String, Expr, i64)> = if kind.reverse() {
+    let dims: Vec<(String, Expr, Expr)> = if kind.reverse() {
         kept.clone()
     } else {
         let mut dims = Vec::new();
@@ -669,7 +688,7 @@ pub fn cache(
                 .collect();
             match varying.as_slice() {
                 [] => {}
-                [v] if unit_in(&full, v) && !dims.iter().any(|x: &(String, Expr, i64)| &x.0 == *v) => {
+                [v] if unit_in(&full, v) && !dims.iter().any(|x: &(String, Expr, Expr)| &x.0 == *v) => {
                     dims.push(kept.iter().find(|k| &k.0 == *v).cloned().expect("kept"));
                 }
                 _ => {
@@ -682,12 +701,28 @@ pub fn cache(
         }
         dims
     };
-    let extent: i64 = dims.iter().map(|d| d.2).product::<i64>().max(1);
-    let bytes = extent.saturating_mul(dtype.size_bytes() as i64);
-    if bytes > 48 * 1024 {
-        return Err(bad(format!(
-            "the cache would take {bytes} bytes; a scratch buffer may take at most 48 KiB"
-        )));
+    let extent = simplify::expr(
+        dims.iter()
+            .map(|d| d.2.clone())
+            .reduce(Expr::mul)
+            .unwrap_or_else(|| Expr::i64(1)),
+    );
+    // A local cache lives in registers or on the stack (48 KiB at most); a shared one in
+    // shared memory, static up to 48 KiB and dynamic beyond (up to sm_90's 227 KiB per block,
+    // checked again against the architecture and the device at launch).
+    let limit = match scope {
+        MemScope::Shared => lacuna_stage2::gpu_mem::MAX_SHARED_SM90,
+        _ => 48 * 1024,
+    };
+    if let Expr::Int(n, _) = extent {
+        let bytes = n.max(1).saturating_mul(dtype.size_bytes() as i64);
+        if bytes as u64 > limit {
+            return Err(bad(format!(
+                "the cache would take {bytes} bytes; a {} scratch buffer may take at most {} KiB",
+                scope.name(),
+                limit / 1024
+            )));
+        }
     }
     let name = fresh_name(&f, buffer, scope);
     let suffix = format!(".{name}");
@@ -702,22 +737,22 @@ pub fn cache(
     // The position in the cache: sum over dims of (v - start) * stride.
     let position = |rn: &dyn Fn(&str) -> String| -> Expr {
         let mut pos: Option<Expr> = None;
-        let mut stride = 1i64;
+        let mut stride = Expr::i64(1);
         for (var, start, ext) in dims.iter().rev() {
             let off = simplify::expr(Expr::sub(
                 Expr::var(&rn(var)),
                 crate::primitives::tree::rename_expr(start.clone(), &renames(rn, &steps)),
             ));
-            let term = if stride == 1 {
+            let term = if stride == Expr::i64(1) {
                 off
             } else {
-                Expr::mul(off, Expr::i64(stride))
+                Expr::mul(off, stride.clone())
             };
             pos = Some(match pos {
                 None => term,
                 Some(p) => Expr::add(term, p),
             });
-            stride *= ext;
+            stride = simplify::expr(Expr::mul(stride, ext.clone()));
         }
         pos.unwrap_or_else(|| Expr::i64(0))
     };
@@ -854,7 +889,7 @@ pub fn cache(
     let mut stages = vec![Stmt::Alloc {
         buffer: name.clone(),
         dtype,
-        extent: Expr::i64(extent),
+        extent,
         scope,
     }];
     if let Some(c) = copy_in {

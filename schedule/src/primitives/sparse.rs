@@ -94,6 +94,112 @@ pub fn specialize(mut p: Program, param: &str, value: u64) -> Result<Program, Co
     Ok(p)
 }
 
+/// The statement list holding iteration `name` (at any depth), and its position there.
+fn holder<'a>(stmts: &'a mut Vec<Stmt>, name: &str) -> Option<(&'a mut Vec<Stmt>, usize)> {
+    if let Some(at) = stmts
+        .iter()
+        .position(|s| matches!(s, Stmt::Iter(it) if it.name == name))
+    {
+        return Some((stmts, at));
+    }
+    for s in stmts.iter_mut() {
+        if let Stmt::Iter(it) = s {
+            if let Some(found) = holder(&mut it.body, name) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+/// Whether a stage-I expression reads iterator `var` (semiring regions are assumed to).
+fn reads_var(e: &lacuna_stage1::Expr, var: &str) -> bool {
+    use lacuna_stage1::Expr as E;
+    match e {
+        E::Int(_) | E::Float(_) => false,
+        E::Var(v) => v == var,
+        E::Load { indices, .. } => indices.iter().any(|i| reads_var(i, var)),
+        E::Unary(_, a) | E::Cast(_, a) => reads_var(a, var),
+        E::Binary(_, a, b) => reads_var(a, var) || reads_var(b, var),
+        E::Select(c, a, b) => reads_var(c, var) || reads_var(a, var) || reads_var(b, var),
+        E::Semiring(_) => true,
+    }
+}
+
+/// `sparse_decompose_init(iter)` (a stage-I `decompose_reduction`): the init of `iter` becomes
+/// its own iteration `ITER_init` over `iter`'s spatial axes (same variables, in order), placed
+/// just before `iter`; `iter` keeps only its body. The init then runs once per spatial point
+/// before any of the reduction, as before, and `sparse_fuse` may fuse a spatial axis with a
+/// reduction axis of `iter` (e.g. the rows and entries of SpMV: an nnz-split loop).
+///
+/// Requires: `iter` has an init, is not compiled by co-iteration, the init reads no reduction
+/// iterator, and every spatial axis whose parent is iterated by `iter` has a spatial parent
+/// (so that the spatial axes form an iteration of their own).
+pub fn sparse_decompose_init(mut p: Program, iter: &str) -> Result<Program, Condition> {
+    let snapshot = p.clone();
+    let (list, at) = holder(&mut p.body, iter).ok_or_else(|| Condition::NotFound {
+        what: "iteration",
+        name: iter.to_string(),
+    })?;
+    let Stmt::Iter(it) = &mut list[at] else {
+        unreachable!("holder finds iterations")
+    };
+    let bad = |what: String| Condition::BadArgument { what };
+    if it.init.is_empty() {
+        return Err(bad(format!("iteration `{iter}` has no init to decompose")));
+    }
+    if it.coiteration.is_some() {
+        return Err(bad(format!(
+            "iteration `{iter}` is compiled by co-iteration, whose init is part of its merge"
+        )));
+    }
+    let name = format!("{iter}_init");
+    if find_iteration(&mut snapshot.body.clone(), &name).is_some() {
+        return Err(bad(format!("an iteration named `{name}` exists already")));
+    }
+    let kinds: Vec<char> = it.kinds.chars().collect();
+    let spatial: Vec<usize> = (0..it.axes.len())
+        .filter(|&k| kinds.get(k) == Some(&'S'))
+        .collect();
+    for (k, ax) in it.axes.iter().enumerate() {
+        if kinds.get(k) == Some(&'R') {
+            let var = &it.vars[k];
+            let reads = it.init.iter().any(|s| match s {
+                Stmt::Store(st) => {
+                    st.indices.iter().any(|i| reads_var(i, var)) || reads_var(&st.value, var)
+                }
+                Stmt::Iter(_) => true,
+            });
+            if reads {
+                return Err(bad(format!(
+                    "the init of `{iter}` reads the reduction iterator `{var}` (axis `{ax}`)"
+                )));
+            }
+        } else if let Some(parent) = snapshot.axis(ax).and_then(|a| a.kind.parent()) {
+            if let Some(pk) = it.axes.iter().position(|a| a == parent) {
+                if kinds.get(pk) == Some(&'R') {
+                    return Err(bad(format!(
+                        "spatial axis `{ax}` of `{iter}` depends on reduction axis `{parent}`"
+                    )));
+                }
+            }
+        }
+    }
+    let init = Iteration {
+        name,
+        axes: spatial.iter().map(|&k| it.axes[k].clone()).collect(),
+        kinds: "S".repeat(spatial.len()),
+        vars: spatial.iter().map(|&k| it.vars[k].clone()).collect(),
+        init: vec![],
+        body: std::mem::take(&mut it.init),
+        fused: vec![],
+        coiteration: None,
+        annotations: it.annotations.clone(),
+    };
+    list.insert(at, Stmt::Iter(init));
+    Ok(p)
+}
+
 /// `sparse_fuse(iter, [outer, inner])`: iterates a dense axis and its variable child as one
 /// flat axis over the child's positions; the parent's position is recovered by a search of the
 /// child's `indptr`. Requires: the two axes are consecutive in the iteration, the child's parent
