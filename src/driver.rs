@@ -1062,6 +1062,27 @@ pub fn coiteration_once(
     })
 }
 
+/// Borrowed views of `b`'s parameters and value buffers but those in `skip`, for
+/// [`CompiledKernel::run_raw`]; with `spare`, an array's length is its capacity (reserved
+/// arrays a kernel fills, [`lacuna_ir::ArrayData::reserved`]).
+fn raw_buffers(b: &mut Bindings, skip: &[String], spare: bool) -> lacuna_target::RawBindings {
+    let mut raw = lacuna_target::RawBindings {
+        params: b.params.clone(),
+        ..Default::default()
+    };
+    for (name, a) in b.buffers.iter_mut() {
+        if !skip.contains(name) {
+            let view = lacuna_target::RawArray {
+                len: if spare { a.capacity() } else { a.len() },
+                dtype: a.dtype(),
+                ptr: a.as_mut_ptr(),
+            };
+            raw.buffers.insert(name.clone(), view);
+        }
+    }
+    raw
+}
+
 /// Runs the compiled one-pass function of `k` over `threads` chunks of rows in parallel, each
 /// appending into its own region of the result's arrays (sized by its rows' operand entries),
 /// then moves the regions together; `Ok(false)`, having run nothing, when the operands are not
@@ -1073,7 +1094,6 @@ fn run_one_pass_chunks(
     b: &mut Bindings,
     threads: usize,
 ) -> Result<bool, DriverError> {
-    use lacuna_target::{RawArray, RawBindings};
     use rayon::prelude::*;
     let Some(chunks) = k.prepare_one_pass_chunks(b, threads)? else {
         return Ok(false);
@@ -1081,20 +1101,9 @@ fn run_one_pass_chunks(
     let out = &k.assignment.output().name;
     let (lo_name, hi_name) = lacuna_stage2::coiter::row_range_params(out);
     let q0_name = lacuna_stage2::coiter::lower::one_pass_start_param(out);
-    let mut shared = RawBindings {
-        params: b.params.clone(),
-        ..RawBindings::default()
-    };
-    for (name, a) in b.buffers.iter_mut() {
-        // The reserved result arrays are passed with their whole capacity.
-        let raw = RawArray {
-            len: a.len().max(a.capacity()),
-            dtype: a.dtype(),
-            ptr: a.as_mut_ptr(),
-        };
-        shared.buffers.insert(name.clone(), raw);
-    }
-    struct Shared(RawBindings);
+    // The reserved result arrays are passed with their whole capacity.
+    let shared = raw_buffers(b, &[], true);
+    struct Shared(lacuna_target::RawBindings);
     // SAFETY: the arrays outlive the parallel section (`b` is borrowed mutably throughout);
     // chunks read the inputs and write disjoint rows of the positions and disjoint regions of
     // the coordinates and values (`prepare_one_pass_chunks`).
@@ -1187,20 +1196,7 @@ fn run_row_chunks(
     bounds.push(rows);
     // Every other array is shared: inputs are read, and chunks write disjoint rows of the
     // result (`pos[r + 1]` in the count pass, `crd`/`vals` from `pos[r]` in the compute pass).
-    let mut shared = RawBindings {
-        params: b.params.clone(),
-        ..RawBindings::default()
-    };
-    for (name, a) in b.buffers.iter_mut() {
-        if !workspace.contains(name) {
-            let raw = RawArray {
-                len: a.len(),
-                dtype: a.dtype(),
-                ptr: a.as_mut_ptr(),
-            };
-            shared.buffers.insert(name.clone(), raw);
-        }
-    }
+    let shared = raw_buffers(b, &workspace, false);
     struct Shared(RawBindings);
     // SAFETY: the arrays outlive the parallel section (`b` is borrowed mutably throughout);
     // chunks read the inputs and write disjoint elements of the outputs, as above.

@@ -437,6 +437,27 @@ fn rough_values(p: &Pattern, seed: u64) -> BTreeMap<(usize, usize), f64> {
         .collect()
 }
 
+/// One run of `k` through the driver (compiled functions for the JIT target) on a pool of
+/// `threads` workers, from a copy of the bindings `fresh`.
+fn run_once(
+    k: &CoKernel,
+    compiled: &lacuna::driver::CompiledCoKernel,
+    fresh: &lacuna::stage1::Bindings,
+    inputs: &BTreeMap<String, Input>,
+    threads: usize,
+    target: Target,
+) -> Output {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("pool");
+    pool.install(|| {
+        let mut b = fresh.clone();
+        let c = (target == Target::Jit).then_some(compiled);
+        lacuna::driver::coiteration_once(k, c, target, &mut b, inputs).expect("runs")
+    })
+}
+
 /// SpGEMM's rows run in parallel chunks (one workspace per chunk) and give bit-identical
 /// results at 1 to 4 threads, also on skewed operands (one dense row, many empty rows); the
 /// result matches the stage-II interpreter (serial) bit for bit.
@@ -479,17 +500,7 @@ fn parallel_workspace_rows_are_bit_identical_to_serial() {
                 ),
             ]);
             let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
-            let run = |threads: usize, target: Target| {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .expect("pool");
-                pool.install(|| {
-                    let mut b = fresh.clone();
-                    let c = (target == Target::Jit).then_some(&compiled);
-                    lacuna::driver::coiteration_once(&k, c, target, &mut b, &inputs).expect("runs")
-                })
-            };
+            let run = |threads, target| run_once(&k, &compiled, &fresh, &inputs, threads, target);
             let serial = run(1, Target::Jit);
             let interp = run(1, Target::Interp);
             let bits_of = |o: &Output| {
@@ -559,18 +570,8 @@ fn chunked_one_pass_is_bit_identical_to_serial() {
                     ),
                 ]);
                 let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
-                let run = |threads: usize, target: Target| {
-                    let pool = rayon::ThreadPoolBuilder::new()
-                        .num_threads(threads)
-                        .build()
-                        .expect("pool");
-                    pool.install(|| {
-                        let mut b = fresh.clone();
-                        let c = (target == Target::Jit).then_some(&compiled);
-                        lacuna::driver::coiteration_once(&k, c, target, &mut b, &inputs)
-                            .expect("runs")
-                    })
-                };
+                let run =
+                    |threads, target| run_once(&k, &compiled, &fresh, &inputs, threads, target);
                 let serial = run(1, Target::Jit);
                 let interp = run(1, Target::Interp);
                 assert_eq!(serial, interp, "{name} {fa}: JIT vs interpreter");

@@ -341,22 +341,27 @@ impl CoKernel {
             }
             let nnz = pos[rows] as usize;
             b.buffers.insert(pos_name, ArrayData::I64(pos));
-            self.insert_entries(b, nnz);
+            self.insert_entries(b, nnz, false);
         }
         exec(Pass::Compute, &self.compute, b).map_err(|e| run_err(&self.compute, e))
     }
 
-    /// Binds the result's coordinate and value arrays, `slots` entries each, zeroed.
-    fn insert_entries(&self, b: &mut Bindings, slots: usize) {
+    /// Binds the result's coordinate and value arrays, `slots` entries each: zeroed, or
+    /// `reserve`d ([`ArrayData::reserved`]: empty, with room for them) for compiled code that
+    /// writes every slot it uses.
+    fn insert_entries(&self, b: &mut Bindings, slots: usize, reserve: bool) {
         let out = self.assignment.output();
-        b.buffers.insert(
-            format!("{}.crd", out.name),
-            ArrayData::zeros(DType::I64, slots),
-        );
-        b.buffers.insert(
-            lower::vals_name(&out.name),
-            ArrayData::zeros(out.dtype, slots),
-        );
+        let array = |dtype| {
+            if reserve {
+                ArrayData::reserved(dtype, slots)
+            } else {
+                ArrayData::zeros(dtype, slots)
+            }
+        };
+        b.buffers
+            .insert(format!("{}.crd", out.name), array(DType::I64));
+        b.buffers
+            .insert(lower::vals_name(&out.name), array(out.dtype));
     }
 
     /// Sets the one-pass function's rows `[lo, hi)` and its first result slot `q0`.
@@ -441,15 +446,7 @@ impl CoKernel {
             format!("{}.pos", out.name),
             ArrayData::zeros(DType::I64, rows + 1),
         );
-        let slots = usize::try_from(total).unwrap_or(0);
-        b.buffers.insert(
-            format!("{}.crd", out.name),
-            ArrayData::reserved(DType::I64, slots),
-        );
-        b.buffers.insert(
-            lower::vals_name(&out.name),
-            ArrayData::reserved(out.dtype, slots),
-        );
+        self.insert_entries(b, usize::try_from(total).unwrap_or(0), true);
         self.set_one_pass_range(b, 0, rows as i64, 0);
         Ok(Some(
             bounds
@@ -611,18 +608,7 @@ impl CoKernel {
             ArrayData::zeros(DType::I64, rows + 1),
         );
         self.set_one_pass_range(b, 0, rows as i64, 0);
-        if reserve {
-            b.buffers.insert(
-                format!("{}.crd", out.name),
-                ArrayData::reserved(DType::I64, bound),
-            );
-            b.buffers.insert(
-                lower::vals_name(&out.name),
-                ArrayData::reserved(out.dtype, bound),
-            );
-        } else {
-            self.insert_entries(b, bound);
-        }
+        self.insert_entries(b, bound, reserve);
         exec(f, b).map_err(|what| CoiterError::Run {
             pass: f.name.clone(),
             what,
