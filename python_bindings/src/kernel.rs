@@ -269,6 +269,9 @@ impl PySchedule {
     fn sparse_fuse(&mut self, iter: String, axes: Vec<String>) -> PyResult<()> {
         self.apply(Instruction::SparseFuse { iter, axes })
     }
+    fn sparse_decompose_init(&mut self, iter: String) -> PyResult<()> {
+        self.apply(Instruction::SparseDecomposeInit { iter })
+    }
     fn decompose_format(&mut self, buffer: String, into: String) -> PyResult<()> {
         self.apply(Instruction::DecomposeFormat { buffer, into })
     }

@@ -81,6 +81,24 @@ def test_stage1_sparse_fuse_and_sparse_reorder():
     assert_close(lacuna.build(r)(S=s_mat, X=x, W=w)["C"], want)
 
 
+def test_nnz_split_spmv_through_sparse_decompose_init():
+    # Rows cut by a chunk boundary are shared by two chunks: their sums are atomic adds.
+    dense_row = sp.csr_matrix((np.ones(40), (np.full(40, 7), np.arange(40))), shape=(50, 40))
+    a = (random_csr(50, 40, density=0.15, seed=3) + dense_row).tocsr()
+    x = np.random.default_rng(3).standard_normal(40)
+    s = lacuna.Schedule(kernel("spmv"))
+    s.sparse_decompose_init("spmv")
+    s.sparse_fuse("spmv", ["I", "J"])
+    s.split("spmv:j", [None, 16])
+    s.annotate("spmv:j.0", "atomic", 0)
+    s.parallel("spmv:j.0")
+    assert "sparse_decompose_init" in s.primitives()
+    for threads in (1, 2, 3):
+        assert_close(lacuna.build(s)(A=a, x=x, threads=threads)["y"], a @ x)
+    with pytest.raises(lacuna.ScheduleError, match="sparse_decompose_init"):
+        lacuna.Schedule(kernel("spmv")).sparse_decompose_init("nope")
+
+
 def test_pos_specialize_decompose_format(data):
     a, b = data
     s = lacuna.Schedule(kernel("spmm_dense_iter"))

@@ -76,7 +76,8 @@ class Schedule:
 
     Every primitive checks that it is legal; when it is not, it raises :class:`ScheduleError`
     naming the primitive, its arguments and the violated condition, and the schedule is left
-    unchanged. Stage-I primitives (``sparse_reorder``, ``sparse_fuse``, ``decompose_format``,
+    unchanged. Stage-I primitives (``sparse_reorder``, ``sparse_fuse``,
+    ``sparse_decompose_init``, ``decompose_format``,
     ``pos``, ``specialize``) come before stage-II ones (``split``, ``divide``, ``fuse``,
     ``reorder``, ``parallel``, ``vectorize``, ``bind``, ``unroll``). Loops are named by their
     iterator variable (``"k"``), or ``"BLOCK:k"`` for the ``k`` loop enclosing block ``BLOCK``.
@@ -151,6 +152,12 @@ class Schedule:
         as one flat loop over the child's positions; each position's parent is found by a
         binary search of the child's ``indptr``."""
         self._s.sparse_fuse(iter, list(axes))
+
+    def sparse_decompose_init(self, iter: str) -> None:
+        """Moves the init of reduction ``iter`` (e.g. ``y[i] = 0`` of SpMV) into its own
+        iteration ``ITER_init`` before it, so that ``sparse_fuse`` can fuse the rows with their
+        entries (nnz-split kernels: chunks of entries, with atomic sums for shared rows)."""
+        self._s.sparse_decompose_init(iter)
 
     def decompose_format(self, buffer: str, into: str) -> None:
         """Stores CSR input ``buffer`` as a sum of parts given by a decomposition term, e.g.
