@@ -260,15 +260,16 @@ pub fn split_launches(f: &Func) -> Result<Vec<Func>, GpuError> {
             nested_launch(b, top)?;
         }
     }
-    let mut groups: Vec<Vec<Stmt>> = vec![Vec::new()];
+    let mut groups: Vec<Vec<Stmt>> = Vec::new();
+    let mut cur: Vec<Stmt> = Vec::new();
     for s in &f.body {
-        let cur = groups.last().expect("non-empty");
         let only_lets = cur.iter().all(|s| matches!(s, Stmt::Let { .. }));
         if starts_launch(s) && !only_lets {
-            groups.push(Vec::new());
+            groups.push(std::mem::take(&mut cur));
         }
-        groups.last_mut().expect("non-empty").push(s.clone());
+        cur.push(s.clone());
     }
+    groups.push(cur);
     if groups.len() == 1 {
         return Ok(vec![f.clone()]);
     }

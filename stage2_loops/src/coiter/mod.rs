@@ -481,11 +481,12 @@ impl CoKernel {
             what,
         };
         let pos_name = format!("{}.pos", out.name);
-        let mut pos = b
-            .buffers
-            .remove(&pos_name)
-            .ok_or_else(|| err("result positions missing".into()))?
-            .to_i64_vec();
+        // Moved out of the bindings, not copied (the positions are i64 as bound).
+        let mut pos = match b.buffers.remove(&pos_name) {
+            Some(ArrayData::I64(v)) => v,
+            Some(other) => other.to_i64_vec(),
+            None => return Err(err("result positions missing".into())),
+        };
         let crd_name = format!("{}.crd", out.name);
         let vals_name = lower::vals_name(&out.name);
         let reserved = b.buffers.get(&crd_name).map_or(0, |a| a.capacity()) as i64;
