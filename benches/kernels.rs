@@ -14,6 +14,10 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// Large arrays start on a cache line, as in the `lacuna` binary (see `lacuna::alloc`).
+#[global_allocator]
+static ALLOC: lacuna::alloc::CacheAligned = lacuna::alloc::CacheAligned;
+
 const MATRICES: &[&str] = &["1138_bus", "west0479"];
 const KERNELS: &[(&str, usize)] = &[("spmv", 1), ("spmm", 32), ("sddmm", 32)];
 const SEED: u64 = 0;

@@ -643,7 +643,7 @@ impl Executable {
                 continue;
             }
             if let Some(a) = b.buffers.get_mut(&buf.name) {
-                *a = lacuna_ir::ArrayData::zeros(a.dtype(), a.len());
+                a.fill_zeros();
             }
         }
     }
@@ -675,7 +675,7 @@ impl Executable {
 pub fn reset_outputs(p: &Program, b: &mut Bindings) {
     for buf in p.buffers.iter().filter(|x| x.role != Role::Input) {
         if let Some(a) = b.buffers.get_mut(&buf.name) {
-            *a = lacuna_ir::ArrayData::zeros(a.dtype(), a.len());
+            a.fill_zeros();
         }
     }
 }

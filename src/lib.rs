@@ -6,6 +6,7 @@
 //! workspace crates and provides the [`driver`] used by the `lacuna` command line.
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod bench;
 pub mod driver;
 pub mod tune;

@@ -12,6 +12,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Large arrays start on a cache line (see `lacuna::alloc`).
+#[global_allocator]
+static ALLOC: lacuna::alloc::CacheAligned = lacuna::alloc::CacheAligned;
+
 #[derive(Parser)]
 #[command(
     name = "lacuna",
@@ -308,6 +312,9 @@ enum Command {
         /// `cuda`, `cuda:sm_80`, `cuda:sm_90`.
         #[arg(long, default_value = "host")]
         target: String,
+        /// With `--stage llvm`: print the IR as generated, before LLVM's optimization passes.
+        #[arg(long)]
+        unoptimized: bool,
     },
 }
 
@@ -624,7 +631,12 @@ fn run(cli: Cli) -> Result<(), CliError> {
             schedule,
             print_after_all,
             target,
+            unoptimized,
         } => {
+            let llvm_opts = CodegenOptions {
+                optimized_ir: !unoptimized,
+                ..CodegenOptions::default()
+            };
             let gpu = match (target.as_str(), stage) {
                 ("host", StageArg::Ptx) => Some(GpuArch::Sm80),
                 ("host", _) => None,
@@ -633,8 +645,14 @@ fn run(cli: Cli) -> Result<(), CliError> {
             let p = load_kernel(&kernel)?;
             if lacuna::stage2::coiter::is_coiteration(&p) {
                 let k = lacuna::stage2::coiter::CoKernel::new(&p).map_err(DriverError::from)?;
-                let funcs: Vec<&lacuna::stage2::Func> =
-                    k.count.iter().chain(std::iter::once(&k.compute)).collect();
+                // The count and compute passes, then the one-pass function (where the kernel
+                // has one), which runs instead of them on up to two threads.
+                let funcs: Vec<&lacuna::stage2::Func> = k
+                    .count
+                    .iter()
+                    .chain(std::iter::once(&k.compute))
+                    .chain(k.one_pass.iter())
+                    .collect();
                 match stage {
                     StageArg::One => {
                         print!("{}", print_program(&p));
@@ -659,8 +677,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                         for f in funcs {
                             print!(
                                 "{}",
-                                emit_llvm_ir(f, &CodegenOptions::default())
-                                    .map_err(DriverError::from)?
+                                emit_llvm_ir(f, &llvm_opts).map_err(DriverError::from)?
                             );
                         }
                     }
@@ -718,13 +735,11 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 StageArg::Llvm => match gpu {
                     None => print!(
                         "{}",
-                        emit_llvm_ir(&flat()?, &CodegenOptions::default())
-                            .map_err(DriverError::from)?
+                        emit_llvm_ir(&flat()?, &llvm_opts).map_err(DriverError::from)?
                     ),
                     Some(arch) => print!(
                         "{}",
-                        emit_nvptx_ir(&flat()?, arch, &CodegenOptions::default())
-                            .map_err(DriverError::from)?
+                        emit_nvptx_ir(&flat()?, arch, &llvm_opts).map_err(DriverError::from)?
                     ),
                 },
                 StageArg::Ptx => {

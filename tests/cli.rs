@@ -289,6 +289,41 @@ fn lower_prints_every_stage() {
     }
 }
 
+/// `lower --stage llvm --unoptimized` prints the IR as generated (the row loop's blocks as the
+/// emitter names them, which the optimizer renames or removes); co-iteration kernels print the
+/// one-pass function too.
+#[test]
+fn lower_prints_unoptimized_llvm_and_the_one_pass_function() {
+    let lower = |args: &[&str]| {
+        let out = bin().current_dir(repo()).args(args).output().expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let raw = lower(&[
+        "lower",
+        "examples/spmv.ron",
+        "--stage",
+        "llvm",
+        "--unoptimized",
+    ]);
+    let opt = lower(&["lower", "examples/spmv.ron", "--stage", "llvm"]);
+    assert!(raw.contains("i.head:") && raw.contains("j.body:"), "{raw}");
+    assert!(!opt.contains("j.body:"), "{opt}");
+    let co = lower(&["lower", "examples/spadd.ron", "--stage", "2"]);
+    assert!(
+        co.contains("func spadd_count(") && co.contains("func spadd("),
+        "{co}"
+    );
+    assert!(
+        co.contains("C.row_lo"),
+        "the one-pass function's row range: {co}"
+    );
+}
+
 /// CSR reference products computed directly from the coordinate entries.
 fn reference(coo: &CooTensor, kernel: &str, dense: &[Vec<f64>]) -> Vec<f64> {
     let (m, n) = (coo.shape[0], coo.shape[1]);

@@ -93,6 +93,18 @@ impl ArrayData {
         }
         true
     }
+    /// Sets every element to zero in place, keeping the allocation (and its mapped pages): a
+    /// kernel run after it writes memory that is already resident, as a caller reusing its
+    /// output array would, instead of faulting in a fresh allocation.
+    pub fn fill_zeros(&mut self) {
+        match self {
+            ArrayData::F32(v) => v.fill(0.0),
+            ArrayData::F64(v) => v.fill(0.0),
+            ArrayData::I8(v) => v.fill(0),
+            ArrayData::I32(v) => v.fill(0),
+            ArrayData::I64(v) => v.fill(0),
+        }
+    }
     /// An array filled with `value` converted to `dtype`.
     pub fn filled(dtype: DType, len: usize, value: Scalar) -> ArrayData {
         let mut a = ArrayData::zeros(dtype, len);
@@ -389,6 +401,18 @@ fn add_scalars(a: Scalar, b: Scalar) -> Scalar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fill_zeros_keeps_the_length_the_type_and_the_allocation() {
+        for dtype in [DType::F32, DType::F64, DType::I8, DType::I32, DType::I64] {
+            let mut a = ArrayData::filled(dtype, 1000, Scalar::F64(3.0));
+            let ptr = a.as_mut_ptr();
+            a.fill_zeros();
+            assert_eq!((a.len(), a.dtype()), (1000, dtype));
+            assert_eq!(a.as_mut_ptr(), ptr, "{dtype}: the same allocation");
+            assert_eq!(a, ArrayData::zeros(dtype, 1000), "{dtype}");
+        }
+    }
 
     #[test]
     fn reserved_arrays_take_the_written_prefix() {

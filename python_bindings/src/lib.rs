@@ -16,6 +16,10 @@ pub mod tune;
 
 use pyo3::prelude::*;
 
+/// Large arrays start on a cache line (see `lacuna::alloc`).
+#[global_allocator]
+static ALLOC: lacuna::alloc::CacheAligned = lacuna::alloc::CacheAligned;
+
 /// The extension module.
 #[pymodule]
 fn _lacuna(m: &Bound<'_, PyModule>) -> PyResult<()> {
