@@ -105,7 +105,15 @@ fn operands() -> impl Strategy<Value = (usize, usize, Pattern, Pattern)> {
 }
 
 const INPUT_FORMATS: [&str; 4] = ["csr", "csc", "dcsr", "coo"];
-const OUTPUT_FORMATS: [&str; 4] = ["csr", "dcsr", "csc", "coo"];
+/// The last is CSR with 32-bit positions and coordinates: with 32-bit operand indices
+/// ([`CoKernel::narrowed`]) the kernel writes its coordinates as `i32` directly.
+const OUTPUT_FORMATS: [&str; 5] = [
+    "csr",
+    "dcsr",
+    "csc",
+    "coo",
+    "map = (i, j) -> (i : dense, j : compressed), posWidth = 32, crdWidth = 32",
+];
 
 fn sparse_output(o: &Output) -> BTreeMap<(usize, usize), f64> {
     let Output::Sparse(t) = o else {
@@ -123,16 +131,27 @@ fn sparse_output(o: &Output) -> BTreeMap<(usize, usize), f64> {
     m
 }
 
-/// A kernel compiled once (both passes) and run by every target.
+/// A kernel compiled once (both passes) and run by every target; with its 32-bit-index
+/// variant ([`CoKernel::narrowed`]), which the driver runs on data that fits.
 struct Compiled {
     k: CoKernel,
     count: Option<lacuna::target::CompiledKernel>,
     compute: lacuna::target::CompiledKernel,
     one_pass: Option<lacuna::target::CompiledKernel>,
+    narrow: Option<Box<Compiled>>,
 }
 
 fn compiled(p: &Program) -> Compiled {
     let k = CoKernel::new(p).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    let narrow = k
+        .with_index(lacuna::ir::DType::I32)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    let mut c = compile_kernel(k);
+    c.narrow = Some(Box::new(compile_kernel(narrow)));
+    c
+}
+
+fn compile_kernel(k: CoKernel) -> Compiled {
     let opts = lacuna::target::CodegenOptions::default();
     let count = k
         .count
@@ -148,15 +167,45 @@ fn compiled(p: &Program) -> Compiled {
         count,
         compute,
         one_pass,
+        narrow: None,
     }
 }
 
-/// The result by the JIT, the stage-II interpreter and the reference interpreter.
+/// The result by the JIT, the stage-II interpreter and the reference interpreter; then by the
+/// 32-bit-index variant (JIT and interpreter), on the same data narrowed.
 fn run_all_compiled(
     c: &Compiled,
     inputs: &BTreeMap<String, Input>,
 ) -> Vec<BTreeMap<(usize, usize), f64>> {
     let fresh = c.k.bind(inputs, &BTreeMap::new()).expect("binds");
+    let mut outs = compiled_outputs(c, &fresh);
+    outs.insert(2, c.k.reference(&fresh, inputs).expect("reference runs"));
+    if let Some(n) = &c.narrow {
+        let mut narrowed = fresh.clone();
+        let k = c.k.narrowed(&mut narrowed).expect("narrows");
+        assert_eq!(k.as_ref(), Some(&n.k), "small data takes 32-bit indices");
+        assert!(
+            narrowed
+                .buffers
+                .values()
+                .any(|a| a.dtype() == lacuna::ir::DType::I32),
+            "index arrays converted"
+        );
+        outs.extend(compiled_outputs(n, &narrowed));
+    }
+    // Every result comes back in the storage of the declared encoding.
+    let declared = c.k.assignment.output().encoding.as_ref();
+    for o in &outs {
+        if let (Output::Sparse(t), Some(enc)) = (o, declared) {
+            assert_eq!(t.encoding(), enc, "result storage in the declared encoding");
+        }
+    }
+    outs.iter().map(sparse_output).collect()
+}
+
+/// The results of `c`'s compiled passes and of the stage-II interpreter on `fresh`; then of
+/// its one-pass function, compiled (on zeroed and on reserved arrays) and interpreted.
+fn compiled_outputs(c: &Compiled, fresh: &lacuna::stage1::Bindings) -> Vec<Output> {
     let mut jit = fresh.clone();
     c.k.run(&mut jit, &mut |pass, _, b| {
         let kernel = match pass {
@@ -171,11 +220,9 @@ fn run_all_compiled(
         lacuna::stage2::interpret_func(f, b).map_err(|e| e.to_string())
     })
     .expect("interpreter runs (bounds checked)");
-    let reference = c.k.reference(&fresh, inputs).expect("reference runs");
     let mut outs = vec![
         c.k.output(&mut jit).expect("jit output"),
         c.k.output(&mut interp).expect("interp output"),
-        reference,
     ];
     // The one-pass function, where the kernel has one, compiled and interpreted (bounds
     // checked: its arrays are sized by the operands' stored entries).
@@ -200,14 +247,7 @@ fn run_all_compiled(
         .expect("one pass interpreted");
         outs.push(c.k.output(&mut interp).expect("one-pass interp output"));
     }
-    // Every result comes back in the storage of the declared encoding.
-    let declared = c.k.assignment.output().encoding.as_ref();
-    for o in &outs {
-        if let (Output::Sparse(t), Some(enc)) = (o, declared) {
-            assert_eq!(t.encoding(), enc, "result storage in the declared encoding");
-        }
-    }
-    outs.iter().map(sparse_output).collect()
+    outs
 }
 
 fn run_all(p: &Program, inputs: &BTreeMap<String, Input>) -> Vec<BTreeMap<(usize, usize), f64>> {
@@ -456,6 +496,35 @@ fn run_once(
         let c = (target == Target::Jit).then_some(compiled);
         lacuna::driver::coiteration_once(k, c, target, &mut b, inputs).expect("runs")
     })
+}
+
+/// Data whose coordinates do not fit in `i32` keeps 64-bit indices: `narrowed` declines, the
+/// driver runs the wide kernel correctly, and a kernel lowered for 32-bit indices refuses to
+/// bind such data with a typed error instead of truncating.
+#[test]
+fn indices_beyond_i32_keep_64_bit_kernels() {
+    let n = 3_000_000_000usize;
+    let va = BTreeMap::from([((0, 5), 1.5), ((1, n - 1), 2.0)]);
+    let vb = BTreeMap::from([((0, 5), 0.25), ((0, n - 2), -1.0)]);
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo((2, n), &va))),
+        ("B".to_string(), Input::Coo(coo((2, n), &vb))),
+    ]);
+    let p = kernel("spadd", &[], None);
+    let k = CoKernel::new(&p).expect("lowers");
+    let mut b = k.bind(&inputs, &BTreeMap::new()).expect("binds");
+    assert!(k.narrowed(&mut b).expect("checks").is_none());
+    let e = k
+        .with_index(lacuna::ir::DType::I32)
+        .expect("lowers narrow")
+        .bind(&inputs, &BTreeMap::new())
+        .expect_err("does not fit");
+    assert!(e.to_string().contains("32-bit"), "{e}");
+    let report = lacuna::driver::run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1)
+        .expect("runs wide");
+    let got = sparse_output(&report.outputs["C"]);
+    let want = BTreeMap::from([((0, 5), 1.75), ((0, n - 2), -1.0), ((1, n - 1), 2.0)]);
+    assert_eq!(got, want);
 }
 
 /// SpGEMM's rows run in parallel chunks (one workspace per chunk) and give bit-identical

@@ -326,16 +326,25 @@ impl SparseTensor {
 
 /// The first position of a segment whose coordinate is below its predecessor's (`ordered`)
 /// or equal to it (`unique`), with `true` for an equal one. Segments are clamped to `crd`.
-fn first_disorder<T: Copy + Into<u64>>(
+///
+/// Each segment is first tested without early exits ([`segment_in_order`], which LLVM turns
+/// into vector compares); only a segment that fails is scanned for the position.
+fn first_disorder<T: Copy + Into<u64> + Ord>(
     crd: &[T],
     segments: impl Iterator<Item = (usize, usize)>,
     ordered: bool,
     unique: bool,
 ) -> Option<(usize, bool)> {
+    if !ordered && !unique {
+        return None;
+    }
     for (lo, hi) in segments {
         let Some(seg) = crd.get(lo..hi.min(crd.len())) else {
             continue;
         };
+        if segment_in_order(seg, ordered, unique) {
+            continue;
+        }
         for (i, w) in seg.windows(2).enumerate() {
             let (a, b): (u64, u64) = (w[0].into(), w[1].into());
             if ordered && b < a {
@@ -347,6 +356,22 @@ fn first_disorder<T: Copy + Into<u64>>(
         }
     }
     None
+}
+
+/// Whether no coordinate of `seg` is below its predecessor (`ordered`) or equal to it
+/// (`unique`), by one pass over adjacent pairs that accumulates instead of returning early.
+fn segment_in_order<T: Copy + Ord>(seg: &[T], ordered: bool, unique: bool) -> bool {
+    let (Some(head), Some(tail)) = (seg.get(..seg.len().saturating_sub(1)), seg.get(1..)) else {
+        return true;
+    };
+    let pairs = head.iter().zip(tail);
+    let bad = match (ordered, unique) {
+        (true, true) => pairs.fold(false, |bad, (a, b)| bad | (b <= a)),
+        (true, false) => pairs.fold(false, |bad, (a, b)| bad | (b < a)),
+        (false, true) => pairs.fold(false, |bad, (a, b)| bad | (b == a)),
+        (false, false) => false,
+    };
+    !bad
 }
 
 /// The first coordinate `>= size`, with its position.

@@ -25,6 +25,7 @@ use crate::ir::{BufferDecl, BufferKind, Expr, ForKind, Func, Stmt};
 use lacuna_ir::encoding::{Encoding, LevelType};
 use lacuna_ir::DType;
 use lacuna_stage1::{BinOp, Merge, Role, Size, UnOp};
+use std::collections::BTreeSet;
 
 /// How the result is written.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,6 +73,11 @@ pub struct Plan {
     /// one serial pass into arrays sized by the operands' stored entries (see
     /// [`generate_one_pass`]), skipping the count pass.
     pub one_pass: bool,
+    /// The element type of the operands' positions and coordinates: `I64` as planned, `I32`
+    /// from [`super::CoKernel::narrowed`] when the bound data fits (half their traffic). Loads
+    /// widen to `i64`; the result's positions and every counter stay `i64`, and its
+    /// coordinates are [`Plan::result_index`].
+    pub index: DType,
 }
 
 /// The parameters bounding the row loop of a [`Plan::parallel_rows`] kernel whose result is
@@ -144,13 +150,15 @@ struct It {
     seg: Option<String>,
     /// An n:m level's `(n, m)`.
     nofm: Option<(i64, i64)>,
+    /// The element type of `crd` ([`Plan::index`]).
+    index: DType,
 }
 
 impl It {
     /// The coordinate at position `p`.
     fn coord(&self, p: Expr) -> Expr {
         match self.nofm {
-            None => load(&self.crd, p),
+            None => Expr::load_i64(&self.crd, p, self.index),
             Some((n, m)) => {
                 // block * m + the coordinate within the block.
                 let block = Expr::bin(
@@ -158,7 +166,8 @@ impl It {
                     Expr::sub(p.clone(), i64v(&self.lo)),
                     Expr::i64(n),
                 );
-                Expr::add(Expr::mul(block, Expr::i64(m)), load(&self.crd, p))
+                let c = Expr::load_i64(&self.crd, p, self.index);
+                Expr::add(Expr::mul(block, Expr::i64(m)), c)
             }
         }
     }
@@ -237,6 +246,18 @@ pub fn vals_name(t: &str) -> String {
 }
 
 impl Plan {
+    /// The element type of a sparse result's coordinates: `I32` with 32-bit operand indices
+    /// when the result's encoding stores 32-bit coordinates (`crdWidth = 32`), so that they
+    /// are its storage as written; `I64` otherwise (a narrower array would be widened again
+    /// to the encoding's width after every run, costing more than it saves).
+    pub fn result_index(&self, a: &Assignment) -> DType {
+        let declared = a.output().encoding.as_ref().map(|e| e.crd_width());
+        match (self.index, declared) {
+            (DType::I32, Some(lacuna_ir::encoding::IndexWidth::W32)) => DType::I32,
+            _ => DType::I64,
+        }
+    }
+
     /// Level `l` of tensor `t` (an encoded tensor's).
     fn level(&self, t: usize, l: usize) -> VLevel {
         self.levels[t].as_ref().expect("encoded")[l]
@@ -414,6 +435,7 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
         last_var,
         parallel_rows,
         one_pass,
+        index: DType::I64,
     })
 }
 
@@ -595,11 +617,11 @@ pub fn buffers(a: &Assignment, plan: &Plan, pass: Pass) -> Vec<BufferDecl> {
                 for vl in levels {
                     if matches!(vl.kind, VKind::Compressed | VKind::Loose) {
                         let name = pos_name(&tensor.name, vl.storage);
-                        out.push(decl_buf(name, DType::I64, Role::Input));
+                        out.push(decl_buf(name, plan.index, Role::Input));
                     }
                     if vl.kind != VKind::Dense {
                         let name = crd_name(&tensor.name, vl.storage);
-                        out.push(decl_buf(name, DType::I64, Role::Input));
+                        out.push(decl_buf(name, plan.index, Role::Input));
                     }
                 }
                 out.push(decl_buf(vals_name(&tensor.name), tensor.dtype, Role::Input));
@@ -618,7 +640,7 @@ pub fn buffers(a: &Assignment, plan: &Plan, pass: Pass) -> Vec<BufferDecl> {
             if pass == Pass::Compute {
                 out.push(decl_buf(
                     format!("{}.crd", o.name),
-                    DType::I64,
+                    plan.result_index(a),
                     Role::Output,
                 ));
                 out.push(decl_buf(vals_name(&o.name), o.dtype, Role::Output));
@@ -744,14 +766,14 @@ impl Gen<'_> {
                 }
                 (Handle::Range(a, b), VKind::Singleton) => (a.clone(), b.clone()),
                 (Handle::Single(q), VKind::Compressed) => (
-                    load(&pos, q.clone()),
-                    load(&pos, Expr::add(q.clone(), Expr::i64(1))),
+                    Expr::load_i64(&pos, q.clone(), self.plan.index),
+                    Expr::load_i64(&pos, Expr::add(q.clone(), Expr::i64(1)), self.plan.index),
                 ),
                 (Handle::Single(q), VKind::Loose) => {
                     let two_q = Expr::mul(Expr::i64(2), q.clone());
                     (
-                        load(&pos, two_q.clone()),
-                        load(&pos, Expr::add(two_q, Expr::i64(1))),
+                        Expr::load_i64(&pos, two_q.clone(), self.plan.index),
+                        Expr::load_i64(&pos, Expr::add(two_q, Expr::i64(1)), self.plan.index),
                     )
                 }
                 (Handle::Single(q), VKind::NOfM { n, m }) => {
@@ -789,6 +811,7 @@ impl Gen<'_> {
                     VKind::NOfM { n, m } => Some((n, m)),
                     _ => None,
                 },
+                index: self.plan.index,
             });
             out.push(let_(&lo_v, lo));
             out.push(let_(&end, hi));
@@ -887,7 +910,11 @@ impl Gen<'_> {
                         cond: Expr::bin(
                             BinOp::And,
                             cmp(BinOp::Lt, i64v(seg), i64v(&i.end)),
-                            cmp(BinOp::Eq, load(&i.crd, i64v(seg)), i64v(&i.c)),
+                            cmp(
+                                BinOp::Eq,
+                                Expr::load_i64(&i.crd, i64v(seg), i.index),
+                                i64v(&i.c),
+                            ),
                         ),
                         body: vec![assign(seg, Expr::add(i64v(seg), Expr::i64(1)))],
                     });
@@ -905,23 +932,6 @@ impl Gen<'_> {
                     })?
             };
             body.push(let_(&var, coord));
-            // Cases, supersets first: an if-else chain.
-            let mut chain: Vec<Stmt> = Vec::new();
-            for q in lattice.points.iter().filter(|q| q.within(point)).rev() {
-                let qits: Vec<It> = q.iters.iter().filter_map(|&t| it_of(t)).collect();
-                let cond = and_all(
-                    qits.iter()
-                        .map(|i| cmp(BinOp::Eq, i64v(&i.c), i64v(&var)))
-                        .collect(),
-                );
-                let then_body = self.case(depth, v, q, levels, &qits, reduce_below)?;
-                chain = vec![Stmt::If {
-                    cond,
-                    then_body,
-                    else_body: chain,
-                }];
-            }
-            body.extend(chain);
             let advance = |i: &It| {
                 let next = match &i.seg {
                     Some(seg) => i64v(seg),
@@ -929,6 +939,65 @@ impl Gen<'_> {
                 };
                 assign(&i.p, next)
             };
+            let advance_if_at = |i: &It| Stmt::If {
+                cond: cmp(BinOp::Eq, i64v(&i.c), i64v(&var)),
+                then_body: vec![advance(i)],
+                else_body: vec![],
+            };
+            // Cases, supersets first: an if-else chain. Without galloping, each case also
+            // steps its own iterators, unconditionally, as a hand-written merge does: the
+            // positions then depend on the branch taken, not on the loaded coordinates, so
+            // the loop carries no load-compare-add chain from one step to the next (branches
+            // the predictor learns, where a select or `p += c == j` waits for the loads).
+            // An iterator outside the case steps only if it is at the coordinate too, unless
+            // an earlier case covers exactly the case's iterators and it (then it is not).
+            let arms: Vec<&Point> = lattice.points.iter().filter(|q| q.within(point)).collect();
+            let present = |q: &Point| -> BTreeSet<usize> {
+                q.iters
+                    .iter()
+                    .copied()
+                    .filter(|&t| it_of(t).is_some())
+                    .collect()
+            };
+            // Where no case matches, an iterator with a case of its own alone is not at the
+            // coordinate (that case would have matched); the others step if they are.
+            let mut chain: Vec<Stmt> = if galloping {
+                Vec::new()
+            } else {
+                pits.iter()
+                    .filter(|i| !arms.iter().any(|r| present(r) == BTreeSet::from([i.t])))
+                    .map(advance_if_at)
+                    .collect()
+            };
+            for (k, q) in arms.iter().enumerate().rev() {
+                let qits: Vec<It> = q.iters.iter().filter_map(|&t| it_of(t)).collect();
+                let cond = and_all(
+                    qits.iter()
+                        .map(|i| cmp(BinOp::Eq, i64v(&i.c), i64v(&var)))
+                        .collect(),
+                );
+                let mut then_body = self.case(depth, v, q, levels, &qits, reduce_below)?;
+                if !galloping {
+                    let here = present(q);
+                    for i in &pits {
+                        if here.contains(&i.t) {
+                            then_body.push(advance(i));
+                            continue;
+                        }
+                        let mut with = here.clone();
+                        with.insert(i.t);
+                        if !arms[..k].iter().any(|r| present(r) == with) {
+                            then_body.push(advance_if_at(i));
+                        }
+                    }
+                }
+                chain = vec![Stmt::If {
+                    cond,
+                    then_body,
+                    else_body: chain,
+                }];
+            }
+            body.extend(chain);
             if galloping {
                 // All at the largest coordinate: a match, step past it; otherwise the ones
                 // behind skip ahead to it.
@@ -950,14 +1019,6 @@ impl Gen<'_> {
                     then_body: pits.iter().map(advance).collect(),
                     else_body: behind,
                 });
-            } else {
-                for i in &pits {
-                    body.push(Stmt::If {
-                        cond: cmp(BinOp::Eq, i64v(&i.c), i64v(&var)),
-                        then_body: vec![advance(i)],
-                        else_body: vec![],
-                    });
-                }
             }
             if point.universe {
                 body.push(assign(&cnt, Expr::add(i64v(&cnt), Expr::i64(1))));

@@ -95,10 +95,71 @@ pub struct RowChunk {
 }
 
 impl CoKernel {
-    /// Analyzes and lowers a co-iteration kernel.
+    /// Analyzes and lowers a co-iteration kernel, with 64-bit indices.
     pub fn new(p: &Program) -> Result<CoKernel, CoiterError> {
         let assignment = analyze(p)?;
         let plan = lower::plan(&assignment)?;
+        Self::lowered(assignment, plan)
+    }
+
+    /// The kernel lowered again with `index` (`I32` or `I64`) as [`Plan::index`]; its
+    /// [`CoKernel::bind`] then refuses data whose indices do not fit.
+    pub fn with_index(&self, index: DType) -> Result<CoKernel, CoiterError> {
+        if !matches!(index, DType::I32 | DType::I64) {
+            return Err(CoiterError::Unsupported {
+                what: format!("{index} indices (only i32 and i64)"),
+            });
+        }
+        let mut plan = self.plan.clone();
+        plan.index = index;
+        Self::lowered(self.assignment.clone(), plan)
+    }
+
+    /// The same kernel with 32-bit indices ([`Plan::index`]), with `b`'s index arrays
+    /// converted to them, when every operand position and coordinate bound in `b` and every
+    /// coordinate the result can hold fit in `i32`; `Ok(None)`, with `b` unchanged, when one
+    /// does not or the kernel is already narrow. `b` comes from [`CoKernel::bind`] of `self`.
+    pub fn narrowed(&self, b: &mut Bindings) -> Result<Option<CoKernel>, CoiterError> {
+        if self.plan.index != DType::I64 {
+            return Ok(None);
+        }
+        let out = self.assignment.output();
+        let fits = |v: i64| (0..=i32::MAX as i64).contains(&v);
+        for s in &out.extents {
+            match size_value(s, &b.params) {
+                Some(n) if fits(n) => {}
+                _ => return Ok(None),
+            }
+        }
+        let narrow = self.with_index(DType::I32)?;
+        let wide = lower::buffers(&self.assignment, &self.plan, Pass::Compute);
+        let thin = lower::buffers(&narrow.assignment, &narrow.plan, Pass::Compute);
+        let inputs: Vec<&str> = wide
+            .iter()
+            .zip(&thin)
+            .filter(|(w, t)| w.dtype != t.dtype && b.buffers.contains_key(&t.name))
+            .filter(|(_, t)| !t.name.starts_with(&format!("{}.", out.name)))
+            .map(|(_, t)| t.name.as_str())
+            .collect();
+        for name in &inputs {
+            let all_fit = match &b.buffers[*name] {
+                ArrayData::I64(v) => v.iter().all(|&x| fits(x)),
+                ArrayData::I32(v) => v.iter().all(|&x| x >= 0),
+                _ => false,
+            };
+            if !all_fit {
+                return Ok(None);
+            }
+        }
+        for name in inputs {
+            if let Some(a) = b.buffers.get_mut(name) {
+                *a = a.cast(DType::I32);
+            }
+        }
+        Ok(Some(narrow))
+    }
+
+    fn lowered(assignment: Assignment, plan: Plan) -> Result<CoKernel, CoiterError> {
         let count = (plan.mode != OutMode::Dense)
             .then(|| lower::generate(&assignment, &plan, Pass::Count))
             .transpose()?;
@@ -215,13 +276,13 @@ impl CoKernel {
                     for l in 0..enc.lvl_rank() {
                         let lvl = lacuna_ir::encoding::Lvl(l as u32);
                         if let Some(p) = st.positions(lvl) {
-                            b.buffers
-                                .insert(lower::pos_name(&tensor.name, l), index_data(p));
+                            let data = index_data(p, self.plan.index).map_err(bad)?;
+                            b.buffers.insert(lower::pos_name(&tensor.name, l), data);
                         }
                         let aos = enc.aos_coo_start().is_some_and(|s| l >= s.index());
                         if let (Some(c), false) = (st.coordinates(lvl), aos) {
-                            b.buffers
-                                .insert(lower::crd_name(&tensor.name, l), index_data(c));
+                            let data = index_data(c, self.plan.index).map_err(bad)?;
+                            b.buffers.insert(lower::crd_name(&tensor.name, l), data);
                         } else if enc.levels()[l].lvl_type.has_coordinates() {
                             // Trailing COO levels in AoS layout share one interleaved array:
                             // each level gets its own (one coordinate per stored entry).
@@ -229,8 +290,12 @@ impl CoKernel {
                                 .map(|q| st.coordinate(lvl, q).map(|c| c as i64))
                                 .collect::<Option<_>>()
                                 .ok_or_else(|| bad(format!("level {l}: coordinates unreadable")))?;
-                            b.buffers
-                                .insert(lower::crd_name(&tensor.name, l), ArrayData::I64(crd));
+                            let data = ArrayData::I64(crd);
+                            let data = match self.plan.index {
+                                DType::I64 => data,
+                                _ => checked_cast(&data, self.plan.index).map_err(bad)?,
+                            };
+                            b.buffers.insert(lower::crd_name(&tensor.name, l), data);
                         }
                     }
                     let values = checked_cast(st.values(), tensor.dtype).map_err(bad)?;
@@ -358,8 +423,10 @@ impl CoKernel {
                 ArrayData::zeros(dtype, slots)
             }
         };
-        b.buffers
-            .insert(format!("{}.crd", out.name), array(DType::I64));
+        b.buffers.insert(
+            format!("{}.crd", out.name),
+            array(self.plan.result_index(&self.assignment)),
+        );
         b.buffers
             .insert(lower::vals_name(&out.name), array(out.dtype));
     }
@@ -672,27 +739,32 @@ impl CoKernel {
                     what: format!("result array `{n}` missing"),
                 })
             };
-            // The passes write 64-bit indices, never negative; reinterpreted in place.
-            let index = |a: ArrayData| -> Vec<u64> {
+            // The passes write indices that are never negative (`Plan::index` wide, the
+            // positions always 64-bit), reinterpreted as unsigned in place; a negative one
+            // becomes too large for the checks below.
+            use lacuna_ir::storage::{IndexArray, Validation};
+            let index = |a: ArrayData| -> IndexArray {
                 match a {
-                    ArrayData::I64(v) => v.into_iter().map(|x| x as u64).collect(),
-                    other => other.to_i64_vec().into_iter().map(|x| x as u64).collect(),
+                    ArrayData::I64(v) => IndexArray::U64(v.into_iter().map(|x| x as u64).collect()),
+                    ArrayData::I32(v) => IndexArray::U32(v.into_iter().map(|x| x as u32).collect()),
+                    other => {
+                        IndexArray::U64(other.to_i64_vec().into_iter().map(|x| x as u64).collect())
+                    }
                 }
             };
             let pos = index(take(format!("{}.pos", out.name))?);
-            let mut crd = index(take(format!("{}.crd", out.name))?);
+            let mut crd = take(format!("{}.crd", out.name))?;
             let mut values = take(lower::vals_name(&out.name))?;
-            let nnz = pos.last().copied().unwrap_or(0) as usize;
+            let nnz = pos.get(pos.len().wrapping_sub(1)).unwrap_or(0) as usize;
             if crd.len() > nnz {
                 // Never longer than the count; trimmed defensively for the checks below.
                 crd.truncate(nnz);
                 values.truncate(nnz);
             }
-            use lacuna_ir::storage::{IndexArray, Validation};
             let t = SparseTensor::assemble(
                 enc,
                 &shape,
-                vec![IndexArray::U64(pos), IndexArray::U64(crd)],
+                vec![pos, index(crd)],
                 values,
                 Validation::Checked,
             )
@@ -848,8 +920,24 @@ fn checked_cast(values: &ArrayData, dtype: DType) -> Result<ArrayData, String> {
     Ok(values.cast(dtype))
 }
 
-fn index_data(a: &lacuna_ir::storage::IndexArray) -> ArrayData {
-    ArrayData::I64(a.to_u64_vec().into_iter().map(|x| x as i64).collect())
+/// An index array of the storage as the kernel's `dtype` ([`Plan::index`]): `I64`, or `I32`
+/// when every value fits.
+fn index_data(a: &lacuna_ir::storage::IndexArray, dtype: DType) -> Result<ArrayData, String> {
+    let values = a.to_u64_vec();
+    match dtype {
+        DType::I32 => values
+            .into_iter()
+            .map(i32::try_from)
+            .collect::<Result<Vec<i32>, _>>()
+            .map(ArrayData::I32)
+            .map_err(|_| "an index does not fit the kernel's 32-bit indices".to_string()),
+        _ => values
+            .into_iter()
+            .map(i64::try_from)
+            .collect::<Result<Vec<i64>, _>>()
+            .map(ArrayData::I64)
+            .map_err(|_| "an index does not fit in i64".to_string()),
+    }
 }
 
 fn coo_to_dense(c: &CooTensor) -> Option<DenseArray> {
