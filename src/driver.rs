@@ -989,11 +989,13 @@ pub fn run_coiteration(
     })
 }
 
-/// Up to this many threads a co-iteration kernel with a one-pass function that cannot run in
-/// chunks of rows (`run_one_pass_chunks`) runs it serially
-/// instead of the count and compute passes over parallel row chunks: on 2 threads the two
-/// passes in parallel were slower than one serial pass (SpAdd on cage10, bcsstk16 and
-/// cit-HepPh, `scripts/compare-anchors`: 1.54 ms vs 0.90 ms on cage10).
+/// Up to this many threads a co-iteration kernel with a one-pass function runs it serially;
+/// above, in chunks of rows on the pool where its operands allow (`run_one_pass_chunks`),
+/// else the count and compute passes over parallel row chunks. On this 2-core VM, both
+/// parallel forms were slower at 2 threads than one serial pass: SpAdd on bcsstk16 (A + Aᵀ,
+/// `lacuna run --repeat`, min) 0.60 ms serial, 0.90 ms in two chunks (a woken worker starts
+/// about 0.1 ms late and the second chunk's entries are moved down afterwards); on cit-HepPh
+/// 3.07 vs 3.50 ms; the two passes, 1.54 vs 0.90 ms on cage10 (session 5).
 pub const ONE_PASS_MAX_THREADS: usize = 2;
 
 /// The JIT-compiled functions of a co-iteration kernel.
@@ -1034,7 +1036,7 @@ pub fn coiteration_once(
         (_, Target::InterpStage1) => k.reference(b, inputs)?,
         (Some(c), _) => {
             let threads = rayon::current_num_threads();
-            if let (true, Some(one)) = (threads > 1, &c.one_pass) {
+            if let (true, Some(one)) = (threads > ONE_PASS_MAX_THREADS, &c.one_pass) {
                 if run_one_pass_chunks(k, one, b, threads)? {
                     return Ok(k.output(b)?);
                 }
@@ -1101,7 +1103,6 @@ fn run_one_pass_chunks(
     b: &mut Bindings,
     threads: usize,
 ) -> Result<bool, DriverError> {
-    use rayon::prelude::*;
     let Some(chunks) = k.prepare_one_pass_chunks(b, threads)? else {
         return Ok(false);
     };
@@ -1117,30 +1118,49 @@ fn run_one_pass_chunks(
     unsafe impl Sync for Shared {}
     let shared = Shared(shared);
     let shared = &shared;
-    let results: Vec<Result<(), String>> = chunks
-        .par_iter()
-        .map(|&lacuna_stage2::coiter::RowChunk { lo, hi, q0 }| {
-            if lo >= hi {
-                return Ok(());
-            }
-            let mut mine = shared.0.clone();
-            mine.params.insert(lo_name.clone(), lo);
-            mine.params.insert(hi_name.clone(), hi);
-            mine.params.insert(q0_name.clone(), q0);
-            // SAFETY: the bindings are consistent for all rows (`CoKernel::bind`); the chunk's
-            // rows are a sub-range whose entries fit its region, written by no other chunk.
-            unsafe { kernel.run_raw(&mine) }.map_err(|e| e.to_string())
-        })
+    use lacuna_stage2::coiter::RowChunk;
+    let run_chunk = |&RowChunk { lo, hi, q0 }: &RowChunk| -> Result<(), String> {
+        if lo >= hi {
+            return Ok(());
+        }
+        let mut mine = shared.0.clone();
+        mine.params.insert(lo_name.clone(), lo);
+        mine.params.insert(hi_name.clone(), hi);
+        mine.params.insert(q0_name.clone(), q0);
+        // SAFETY: the bindings are consistent for all rows (`CoKernel::bind`); the chunk's
+        // rows are a sub-range whose entries fit its region, written by no other chunk.
+        unsafe { kernel.run_raw(&mine) }.map_err(|e| e.to_string())
+    };
+    // The calling thread runs the first chunk while the pool's workers take the others: a
+    // sleeping worker wakes up in about 0.1 ms on this VM, the length of a chunk here.
+    let results: Vec<std::sync::Mutex<Result<(), String>>> = chunks
+        .iter()
+        .map(|_| std::sync::Mutex::new(Ok(())))
         .collect();
-    results
+    let store = |slot: &std::sync::Mutex<Result<(), String>>, r| {
+        // A poisoned slot means a chunk panicked, which `in_place_scope` propagates.
+        if let Ok(mut s) = slot.lock() {
+            *s = r;
+        }
+    };
+    rayon::in_place_scope(|s| {
+        for (c, slot) in chunks.iter().zip(&results).skip(1) {
+            let (run_chunk, store) = (&run_chunk, &store);
+            s.spawn(move |_| store(slot, run_chunk(c)));
+        }
+        if let (Some(c), Some(slot)) = (chunks.first(), results.first()) {
+            store(slot, run_chunk(c));
+        }
+    });
+    let results = results
         .into_iter()
-        .collect::<Result<(), String>>()
-        .map_err(|what| {
-            DriverError::Coiter(lacuna_stage2::coiter::CoiterError::Run {
-                pass: kernel.name().to_string(),
-                what,
-            })
-        })?;
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
+    results.collect::<Result<(), String>>().map_err(|what| {
+        DriverError::Coiter(lacuna_stage2::coiter::CoiterError::Run {
+            pass: kernel.name().to_string(),
+            what,
+        })
+    })?;
     // SAFETY: every chunk ran the compiled one-pass function over its rows with its `q0`.
     unsafe { k.finish_one_pass_chunks(b, &chunks)? };
     Ok(true)
