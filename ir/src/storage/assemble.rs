@@ -235,7 +235,21 @@ impl SparseTensor {
                     None => Box::new((0..parents_at[l]).map(|p| self.segment(l, p))),
                 };
                 let (ordered, unique) = (lt.is_ordered(), lt.is_unique());
+                // Segments that tile the coordinates: one pass over every adjacent pair, the
+                // pairs across segment boundaries subtracted (`in_order_within`); the segments
+                // are scanned one by one only to locate a disorder.
+                let tiled = positions.as_ref().and_then(|p| {
+                    let p = p.get(..=parents_at[l])?;
+                    (p.first() == Some(&0) && p.last() == Some(&(buf.len() as u64))).then_some(p)
+                });
+                let in_order = tiled.is_some_and(|p| match buf {
+                    IndexArray::U8(c) => in_order_within(c, p, ordered, unique),
+                    IndexArray::U16(c) => in_order_within(c, p, ordered, unique),
+                    IndexArray::U32(c) => in_order_within(c, p, ordered, unique),
+                    IndexArray::U64(c) => in_order_within(c, p, ordered, unique),
+                });
                 let found = match buf {
+                    _ if in_order => None,
                     IndexArray::U8(c) => first_disorder(c, segments, ordered, unique),
                     IndexArray::U16(c) => first_disorder(c, segments, ordered, unique),
                     IndexArray::U32(c) => first_disorder(c, segments, ordered, unique),
@@ -358,6 +372,61 @@ fn first_disorder<T: Copy + Into<u64> + Ord>(
     None
 }
 
+/// Whether, within every segment `[positions[r], positions[r + 1])` of `crd` (which the
+/// segments tile: `positions` runs from 0 to `crd.len()`, non-decreasing), no coordinate is
+/// below its predecessor (`ordered`) or equal to it (`unique`): the adjacent pairs of the
+/// whole array that break the rule, counted in one branch-free pass ([`pairs_out_of_order`]),
+/// are exactly those across segment boundaries.
+fn in_order_within<T: Copy + Ord>(
+    crd: &[T],
+    positions: &[u64],
+    ordered: bool,
+    unique: bool,
+) -> bool {
+    let bad = |a: T, b: T| (ordered && b < a) || (unique && a == b);
+    let mut at_boundaries = 0usize;
+    let mut last = 0u64;
+    for &p in positions {
+        if p > last && (p as usize) < crd.len() {
+            at_boundaries += usize::from(bad(crd[p as usize - 1], crd[p as usize]));
+            last = p;
+        }
+    }
+    pairs_out_of_order(crd, ordered, unique) == at_boundaries
+}
+
+/// The adjacent pairs `(a, b)` of `crd` with `b < a` (`ordered`) or `a == b` (`unique`), on
+/// x86-64 with AVX2 where the processor has it (LLVM's vector compares of 64-bit lanes; the
+/// baseline target has none).
+fn pairs_out_of_order<T: Copy + Ord>(crd: &[T], ordered: bool, unique: bool) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor supports AVX2, checked just above.
+        return unsafe { pairs_out_of_order_avx2(crd, ordered, unique) };
+    }
+    count_pairs(crd, ordered, unique)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pairs_out_of_order_avx2<T: Copy + Ord>(crd: &[T], ordered: bool, unique: bool) -> usize {
+    count_pairs(crd, ordered, unique)
+}
+
+#[inline(always)]
+fn count_pairs<T: Copy + Ord>(crd: &[T], ordered: bool, unique: bool) -> usize {
+    let (Some(head), Some(tail)) = (crd.get(..crd.len().saturating_sub(1)), crd.get(1..)) else {
+        return 0;
+    };
+    let pairs = head.iter().zip(tail);
+    match (ordered, unique) {
+        (true, true) => pairs.map(|(a, b)| usize::from(b <= a)).sum(),
+        (true, false) => pairs.map(|(a, b)| usize::from(b < a)).sum(),
+        (false, true) => pairs.map(|(a, b)| usize::from(b == a)).sum(),
+        (false, false) => 0,
+    }
+}
+
 /// Whether no coordinate of `seg` is below its predecessor (`ordered`) or equal to it
 /// (`unique`), by one pass over adjacent pairs that accumulates instead of returning early.
 fn segment_in_order<T: Copy + Ord>(seg: &[T], ordered: bool, unique: bool) -> bool {
@@ -431,5 +500,35 @@ fn check_within(lvl: Lvl, pos: &IndexArray, len: usize) -> Result<(), StorageErr
             len,
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The one-pass count agrees with the segment-by-segment scan on segments that tile
+        /// the coordinates (empty ones included), for every combination of the two rules.
+        #[test]
+        fn in_order_within_agrees_with_the_segment_scan(
+            crd in proptest::collection::vec(0u64..6, 0..40),
+            cuts in proptest::collection::vec(0usize..41, 0..8),
+            ordered: bool,
+            unique: bool,
+        ) {
+            let mut positions: Vec<u64> = cuts
+                .iter()
+                .map(|&c| c.min(crd.len()) as u64)
+                .chain([0, crd.len() as u64])
+                .collect();
+            positions.sort_unstable();
+            let segments = positions.windows(2).map(|w| (w[0] as usize, w[1] as usize));
+            let scan = first_disorder(&crd, segments, ordered, unique).is_none();
+            prop_assert_eq!(in_order_within(&crd, &positions, ordered, unique), scan);
+            let narrow: Vec<u32> = crd.iter().map(|&c| c as u32).collect();
+            prop_assert_eq!(in_order_within(&narrow, &positions, ordered, unique), scan);
+        }
     }
 }
