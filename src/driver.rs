@@ -1205,22 +1205,7 @@ fn run_row_chunks(
             _ => r,
         }
     };
-    let total = weight(rows);
-    let mut bounds = vec![0i64];
-    for c in 1..chunks {
-        let target = (total as i128 * c as i128 / chunks as i128) as i64;
-        let (mut a, mut z) = (*bounds.last().unwrap_or(&0), rows);
-        while a < z {
-            let mid = a + (z - a) / 2;
-            if weight(mid) < target {
-                a = mid + 1;
-            } else {
-                z = mid;
-            }
-        }
-        bounds.push(a);
-    }
-    bounds.push(rows);
+    let bounds = lacuna_ir::partition::balanced_bounds(0, rows, chunks, Some(&weight));
     // Every other array is shared: inputs are read, and chunks write disjoint rows of the
     // result (`pos[r + 1]` in the count pass, `crd`/`vals` from `pos[r]` in the compute pass).
     let shared = raw_buffers(b, &workspace, false);

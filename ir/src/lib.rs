@@ -10,6 +10,7 @@ mod array;
 mod dtype;
 pub mod encoding;
 pub mod io;
+pub mod partition;
 pub mod storage;
 
 pub use array::{ArrayData, ArrayView, CooTensor, DenseArray};

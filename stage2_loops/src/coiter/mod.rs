@@ -501,14 +501,15 @@ impl CoKernel {
         }
         let total = weight[rows];
         let chunks = chunks.clamp(1, rows.max(1));
-        let mut bounds = vec![0usize];
-        for c in 1..chunks {
-            let target = (total as i128 * c as i128 / chunks as i128) as i64;
-            let from = *bounds.last().unwrap_or(&0);
-            let at = from + weight[from..rows].partition_point(|&w| w < target);
-            bounds.push(at);
-        }
-        bounds.push(rows);
+        let bounds: Vec<usize> = lacuna_ir::partition::balanced_bounds(
+            0,
+            rows as i64,
+            chunks as i64,
+            Some(&|r: i64| weight[r as usize]),
+        )
+        .into_iter()
+        .map(|r| r as usize)
+        .collect();
         b.buffers.insert(
             format!("{}.pos", out.name),
             ArrayData::zeros(DType::I64, rows + 1),
