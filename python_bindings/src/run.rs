@@ -38,6 +38,10 @@ enum Inner {
         kernel: Box<CoKernel>,
         /// Count (if any) and compute passes, for the JIT.
         compiled: Option<Box<lacuna::driver::CompiledCoKernel>>,
+        /// The same kernel with 32-bit indices (`CoKernel::with_index`) and its functions,
+        /// run on data whose indices fit (`CoKernel::narrow_bindings`), as `lacuna run` does.
+        narrow: Box<CoKernel>,
+        narrow_compiled: Option<Box<lacuna::driver::CompiledCoKernel>>,
     },
 }
 
@@ -84,9 +88,13 @@ pub fn build(
                         .into());
                     }
                     let k = CoKernel::new(&p)?;
-                    let compiled = match target {
-                        Target::Jit => Some(Box::new(lacuna::driver::CompiledCoKernel::new(&k)?)),
-                        _ => None,
+                    let narrow = k.with_index(lacuna::ir::DType::I32)?;
+                    let (compiled, narrow_compiled) = match target {
+                        Target::Jit => (
+                            Some(Box::new(lacuna::driver::CompiledCoKernel::new(&k)?)),
+                            Some(Box::new(lacuna::driver::CompiledCoKernel::new(&narrow)?)),
+                        ),
+                        _ => (None, None),
                     };
                     return Ok(PyExecutable {
                         program: p,
@@ -94,6 +102,8 @@ pub fn build(
                         inner: Inner::Coiter {
                             kernel: Box::new(k),
                             compiled,
+                            narrow: Box::new(narrow),
+                            narrow_compiled,
                         },
                     });
                 }
@@ -893,10 +903,17 @@ impl PyExecutable {
                                     Ok(outputs)
                                 }
                                 Inner::Coiter {
-                                    kernel: k,
-                                    compiled,
+                                    kernel: wide,
+                                    compiled: wide_compiled,
+                                    narrow,
+                                    narrow_compiled,
                                 } => {
-                                    let mut b = k.bind(&inputs, &params)?;
+                                    let mut b = wide.bind(&inputs, &params)?;
+                                    let (k, compiled) = if wide.narrow_bindings(narrow, &mut b) {
+                                        (narrow, narrow_compiled)
+                                    } else {
+                                        (wide, wide_compiled)
+                                    };
                                     let out = lacuna::driver::coiteration_once(
                                         k,
                                         compiled.as_deref(),

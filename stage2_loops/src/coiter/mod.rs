@@ -123,40 +123,48 @@ impl CoKernel {
         if self.plan.index != DType::I64 {
             return Ok(None);
         }
+        let narrow = self.with_index(DType::I32)?;
+        Ok(self.narrow_bindings(&narrow, b).then_some(narrow))
+    }
+
+    /// Converts `b` (bound for `self`) for `narrow`, the same kernel with 32-bit indices
+    /// ([`CoKernel::with_index`], lowered once for many runs), when every index array `narrow`
+    /// takes narrower and every coordinate the result can hold fit in `i32`; returns whether it
+    /// did (`b` is unchanged otherwise).
+    pub fn narrow_bindings(&self, narrow: &CoKernel, b: &mut Bindings) -> bool {
         let out = self.assignment.output();
         let fits = |v: i64| (0..=i32::MAX as i64).contains(&v);
-        for s in &out.extents {
-            match size_value(s, &b.params) {
-                Some(n) if fits(n) => {}
-                _ => return Ok(None),
-            }
+        let extents_fit = out
+            .extents
+            .iter()
+            .all(|s| size_value(s, &b.params).is_some_and(fits));
+        if narrow.assignment != self.assignment || !extents_fit {
+            return false;
         }
-        let narrow = self.with_index(DType::I32)?;
         let wide = lower::buffers(&self.assignment, &self.plan, Pass::Compute);
         let thin = lower::buffers(&narrow.assignment, &narrow.plan, Pass::Compute);
+        let result_prefix = format!("{}.", out.name);
         let inputs: Vec<&str> = wide
             .iter()
             .zip(&thin)
             .filter(|(w, t)| w.dtype != t.dtype && b.buffers.contains_key(&t.name))
-            .filter(|(_, t)| !t.name.starts_with(&format!("{}.", out.name)))
+            .filter(|(_, t)| !t.name.starts_with(&result_prefix))
             .map(|(_, t)| t.name.as_str())
             .collect();
-        for name in &inputs {
-            let all_fit = match &b.buffers[*name] {
-                ArrayData::I64(v) => v.iter().all(|&x| fits(x)),
-                ArrayData::I32(v) => v.iter().all(|&x| x >= 0),
-                _ => false,
-            };
-            if !all_fit {
-                return Ok(None);
-            }
+        let all_fit = inputs.iter().all(|name| match &b.buffers[*name] {
+            ArrayData::I64(v) => v.iter().all(|&x| fits(x)),
+            ArrayData::I32(v) => v.iter().all(|&x| x >= 0),
+            _ => false,
+        });
+        if !all_fit {
+            return false;
         }
         for name in inputs {
             if let Some(a) = b.buffers.get_mut(name) {
                 *a = a.cast(DType::I32);
             }
         }
-        Ok(Some(narrow))
+        true
     }
 
     fn lowered(assignment: Assignment, plan: Plan) -> Result<CoKernel, CoiterError> {
