@@ -6,32 +6,17 @@
 
 mod common;
 
+use common::gpu::*;
 use common::*;
-use lacuna::driver::{reset_outputs, DriverError, Executable, Target};
+use lacuna::driver::{DriverError, Target};
 use lacuna::schedule::{Instruction, Schedule, ScheduleFile};
-use lacuna::stage1::{unpack, Input, Program};
-use lacuna::stage2::{
-    interpret_gpu, lower_to_flat, Config, ForKind, Func, GpuAxis, Stage2InterpError, Stmt,
-};
+use lacuna::stage1::{Input, Program};
+use lacuna::stage2::{interpret_gpu, ForKind, Func, GpuAxis, Stage2InterpError, Stmt};
 use lacuna::target::{compile_ptx, cuda_available, CodegenOptions, CudaError, GpuArch};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(24),
-        ..ProptestConfig::default()
-    }
-}
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The GPU example schedules, with their kernels' names.
 fn gpu_schedules() -> Vec<(PathBuf, ScheduleFile)> {
@@ -47,33 +32,6 @@ fn gpu_schedules() -> Vec<(PathBuf, ScheduleFile)> {
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
-}
-
-fn flat_of(p: &Program, file: &ScheduleFile) -> (Program, Func) {
-    let s = Schedule::replay(p, &file.trace).expect("the schedule applies");
-    let flat = lower_to_flat(
-        s.stage2().expect("lowers"),
-        &Config::default(),
-        &mut |_, _| {},
-    )
-    .expect("flattens");
-    (s.program().clone(), flat)
-}
-
-/// `ptxas` from the PyPI wheel `nvidia-cuda-nvcc-cu12` in `.venv` (installed by
-/// `scripts/setup`), or `$PTXAS`.
-fn ptxas() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("PTXAS") {
-        return Some(PathBuf::from(p));
-    }
-    let lib = root().join(".venv/lib");
-    for e in std::fs::read_dir(lib).ok()?.flatten() {
-        let p = e.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    None
 }
 
 #[test]
@@ -96,14 +54,9 @@ fn gpu_examples_exist() {
 
 #[test]
 fn ptx_of_every_gpu_example_assembles_with_ptxas() {
-    let ptxas = ptxas().expect(
-        "ptxas not found: run ./scripts/setup (installs nvidia-cuda-nvcc-cu12 into .venv) or set PTXAS",
-    );
-    let tmp = std::env::temp_dir().join(format!("lacuna-ptx-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).expect("temp dir");
     for (path, file) in gpu_schedules() {
         let p = kernel(&file.kernel);
-        let (_, flat) = flat_of(&p, &file);
+        let (_, flat) = scheduled_flat(&p, &file);
         for arch in [GpuArch::Sm80, GpuArch::Sm90] {
             let k = compile_ptx(&flat, arch, &CodegenOptions::default()).expect("PTX");
             assert!(k.ptx.contains(&format!(".target {}", arch.name())));
@@ -125,31 +78,16 @@ fn ptx_of_every_gpu_example_assembles_with_ptxas() {
                     "{path:?}: a shared-memory cache with barriers"
                 );
             }
-            let ptx = tmp.join(format!("{stem}.{}.ptx", arch.name()));
-            std::fs::write(&ptx, &k.ptx).expect("writes PTX");
-            let out = Command::new(&ptxas)
-                .arg(format!("-arch={}", arch.name()))
-                .arg(&ptx)
-                .arg("-o")
-                .arg(tmp.join(format!("{stem}.{}.cubin", arch.name())))
-                .output()
-                .expect("ptxas runs");
-            assert!(
-                out.status.success(),
-                "ptxas -arch={} rejected the PTX of {path:?}:\n{}",
-                arch.name(),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assemble_ptx(&k.ptx, arch, &stem);
         }
     }
-    let _ = std::fs::remove_dir_all(&tmp);
 }
 
 #[test]
 fn constant_blocks_carry_launch_bounds() {
     let file = lacuna::driver::load_schedule(&root().join("examples/schedules/spmm_gpu_naive.ron"))
         .expect("loads");
-    let (_, flat) = flat_of(&kernel("spmm"), &file);
+    let (_, flat) = scheduled_flat(&kernel("spmm"), &file);
     let k = compile_ptx(&flat, GpuArch::Sm90, &CodegenOptions::default()).expect("PTX");
     assert!(k.ptx.contains(".maxntid 32, 8, 1"), "{}", k.ptx);
     let ir = lacuna::target::emit_nvptx_ir(
@@ -164,55 +102,6 @@ fn constant_blocks_carry_launch_bounds() {
     assert!(ir.contains("ptx_kernel void @lacuna_spmm(ptr addrspace(1) noalias"));
     assert!(ir.contains("llvm.nvvm.read.ptx.sreg.tid.x"));
     assert!(ir.contains("!\"kernel\", i32 1"));
-}
-
-/// The inputs of a kernel for a random CSR matrix `rows` (m × n) and `feat` features.
-fn inputs_for(
-    kernel: &str,
-    m: usize,
-    n: usize,
-    feat: usize,
-    rows: &[Vec<(usize, f64)>],
-) -> BTreeMap<String, Input> {
-    let a = Input::Coo(to_coo(m, n, rows));
-    match kernel {
-        "spmm" => BTreeMap::from([
-            ("A".to_string(), a),
-            ("B".to_string(), dense(&[n, feat], values(n * feat, 7))),
-        ]),
-        "spmv" => BTreeMap::from([
-            ("A".to_string(), a),
-            ("x".to_string(), dense(&[n], values(n, 3))),
-        ]),
-        "sddmm" => BTreeMap::from([
-            ("S".to_string(), a),
-            ("X".to_string(), dense(&[m, feat], values(m * feat, 5))),
-            ("W".to_string(), dense(&[n, feat], values(n * feat, 9))),
-        ]),
-        other => panic!("no inputs for {other}"),
-    }
-}
-
-/// Runs a scheduled kernel on `target`; the output's values (dense or stored).
-fn run_on(
-    p: &Program,
-    file: &ScheduleFile,
-    inputs: &BTreeMap<String, Input>,
-    target: Target,
-) -> Result<lacuna::stage1::Output, DriverError> {
-    // Decomposed formats: the conversion builds the parts from the CSR input.
-    let (scheduled, exe, conversions) = Executable::build_converting(p, Some(file), target)?;
-    let given = lacuna::driver::convert_inputs(&conversions, inputs).expect("converts");
-    let mut b =
-        lacuna::stage1::bind_with(&scheduled, inputs, &BTreeMap::new(), given).expect("binds");
-    reset_outputs(&scheduled, &mut b);
-    exe.run(&scheduled, &mut b)?;
-    let o = scheduled
-        .buffers
-        .iter()
-        .find(|x| x.role == lacuna::stage1::Role::Output)
-        .expect("an output");
-    Ok(unpack(&scheduled, &b, &o.name).expect("unpacks"))
 }
 
 /// The CPU result a GPU schedule must reproduce: the schedule on the JIT, or the unscheduled
@@ -236,17 +125,8 @@ fn cpu_reference(
     }
 }
 
-fn same(what: &str, got: &lacuna::stage1::Output, want: &lacuna::stage1::Output) {
-    let (g, w) = (got.values().to_f64_vec(), want.values().to_f64_vec());
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    assert_eq!(g.len(), w.len(), "{what}: number of values");
-    for (i, (x, y)) in g.iter().zip(&w).enumerate() {
-        assert!(close(*x, *y), "{what}: value {i}: {x} vs CPU {y}");
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(cases_config(24))]
 
     /// GPU semantics = CPU (JIT) result for every GPU example.
     #[test]
@@ -450,7 +330,7 @@ fn data_dependent_launch_extent_is_rejected() {
     };
     // `bind` itself refuses j (a reduction); build the function by hand instead.
     assert!(Schedule::replay(&p, &file.trace).is_err());
-    let (_, mut flat) = flat_of(
+    let (_, mut flat) = scheduled_flat(
         &p,
         &ScheduleFile {
             trace: vec![],
@@ -721,9 +601,6 @@ fn shared_barrier_shuffle_atomic_reach_ptx() {
             y[blk]
         );
     }
-    let ptxas = ptxas().expect("ptxas not found: run ./scripts/setup");
-    let tmp = std::env::temp_dir().join(format!("lacuna-ptx-all-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).expect("temp dir");
     for arch in [GpuArch::Sm80, GpuArch::Sm90] {
         let k = compile_ptx(&f, arch, &CodegenOptions::default()).expect("PTX");
         for want in [
@@ -737,23 +614,8 @@ fn shared_barrier_shuffle_atomic_reach_ptx() {
         ] {
             assert!(k.ptx.contains(want), "{want} missing in\n{}", k.ptx);
         }
-        let ptx = tmp.join(format!("all.{}.ptx", arch.name()));
-        std::fs::write(&ptx, &k.ptx).expect("writes PTX");
-        let out = Command::new(&ptxas)
-            .arg(format!("-arch={}", arch.name()))
-            .arg(&ptx)
-            .arg("-o")
-            .arg(tmp.join(format!("all.{}.cubin", arch.name())))
-            .output()
-            .expect("ptxas runs");
-        assert!(
-            out.status.success(),
-            "ptxas -arch={}:\n{}",
-            arch.name(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assemble_ptx(&k.ptx, arch, "all");
     }
-    let _ = std::fs::remove_dir_all(&tmp);
     let e = lacuna::target::compile(&f, &CodegenOptions::default()).expect_err("CPU: GPU-only");
     assert!(e.to_string().contains("GPU-only"), "{e}");
 }

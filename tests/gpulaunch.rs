@@ -8,75 +8,21 @@
 
 mod common;
 
+use common::gpu::*;
 use common::*;
 use lacuna::driver::{reset_outputs, DriverError, Executable, Target};
 use lacuna::schedule::{Instruction, Schedule, ScheduleFile};
-use lacuna::stage1::{unpack, Input, Output, Program};
 use lacuna::stage2::{
-    interpret_gpu, lower_to_flat, Config, ForKind, Func, GpuAxis, Stage2InterpError, Stmt,
+    interpret_gpu, lower_to_flat, Config, ForKind, GpuAxis, Stage2InterpError, Stmt,
 };
 use lacuna::target::{compile_ptx, cuda_available, CodegenOptions, CudaError, GpuArch};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn schedule(name: &str) -> ScheduleFile {
-    lacuna::driver::load_schedule(&root().join("examples/schedules").join(name)).expect("loads")
-}
 
 fn hyb() -> ScheduleFile {
     schedule("spmm_hyb_gpu.ron")
-}
-
-fn flat_of(p: &Program, file: &ScheduleFile) -> Func {
-    let s = Schedule::replay(p, &file.trace).expect("the schedule applies");
-    lower_to_flat(
-        s.stage2().expect("lowers"),
-        &Config::default(),
-        &mut |_, _| {},
-    )
-    .expect("flattens")
-}
-
-/// `ptxas` from the PyPI wheel `nvidia-cuda-nvcc-cu12` in `.venv`, or `$PTXAS`.
-fn ptxas() -> PathBuf {
-    if let Ok(p) = std::env::var("PTXAS") {
-        return PathBuf::from(p);
-    }
-    let lib = root().join(".venv/lib");
-    for e in std::fs::read_dir(lib).into_iter().flatten().flatten() {
-        let p = e.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!("ptxas not found: run ./scripts/setup (installs nvidia-cuda-nvcc-cu12 into .venv) or set PTXAS")
-}
-
-fn assemble(ptx: &str, arch: GpuArch, stem: &str) {
-    let tmp = std::env::temp_dir().join(format!("lacuna-gpulaunch-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).expect("temp dir");
-    let file = tmp.join(format!("{stem}.{}.ptx", arch.name()));
-    std::fs::write(&file, ptx).expect("writes PTX");
-    let out = Command::new(ptxas())
-        .arg(format!("-arch={}", arch.name()))
-        .arg(&file)
-        .arg("-o")
-        .arg(tmp.join(format!("{stem}.{}.cubin", arch.name())))
-        .output()
-        .expect("ptxas runs");
-    assert!(
-        out.status.success(),
-        "ptxas -arch={} rejected {stem}:\n{}",
-        arch.name(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let _ = std::fs::remove_dir_all(&tmp);
 }
 
 #[test]
@@ -108,7 +54,7 @@ fn hyb_gpu_ptx_has_one_entry_per_launch_and_assembles() {
         );
         assert_eq!(k.launches[0].launch.constant_block(), Some([32, 1, 1]));
         assert_eq!(k.launches[1].launch.constant_block(), Some([32, 4, 1]));
-        assemble(&k.ptx, arch, "spmm_hyb_gpu");
+        assemble_ptx(&k.ptx, arch, "spmm_hyb_gpu");
     }
 }
 
@@ -127,47 +73,6 @@ fn single_launch_schedules_keep_their_plain_entry() {
         assert_eq!(k.entry, format!("lacuna_{}", file.kernel));
         assert_eq!(k.launches[0].launch, k.launch);
         assert_eq!(k.ptx.matches(".visible .entry ").count(), 1, "{name}");
-    }
-}
-
-fn inputs(m: usize, n: usize, feat: usize, rows: &[Vec<(usize, f64)>]) -> BTreeMap<String, Input> {
-    BTreeMap::from([
-        ("A".to_string(), Input::Coo(to_coo(m, n, rows))),
-        ("B".to_string(), dense(&[n, feat], values(n * feat, 7))),
-    ])
-}
-
-/// Runs a scheduled kernel on `target`; its output.
-fn run_on(
-    p: &Program,
-    file: &ScheduleFile,
-    inputs: &BTreeMap<String, Input>,
-    target: Target,
-) -> Result<Output, DriverError> {
-    let (scheduled, exe, conversions) = Executable::build_converting(p, Some(file), target)?;
-    let given = lacuna::driver::convert_inputs(&conversions, inputs).expect("converts");
-    let mut b =
-        lacuna::stage1::bind_with(&scheduled, inputs, &BTreeMap::new(), given).expect("binds");
-    reset_outputs(&scheduled, &mut b);
-    exe.run(&scheduled, &mut b)?;
-    Ok(unpack(&scheduled, &b, "C").expect("unpacks"))
-}
-
-/// The unscheduled kernel on the CPU (JIT).
-fn cpu(p: &Program, inputs: &BTreeMap<String, Input>) -> Output {
-    let plain = ScheduleFile {
-        trace: vec![],
-        ..hyb()
-    };
-    run_on(p, &plain, inputs, Target::Jit).expect("CPU run")
-}
-
-fn same(what: &str, got: &Output, want: &Output) {
-    let (g, w) = (got.values().to_f64_vec(), want.values().to_f64_vec());
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    assert_eq!(g.len(), w.len(), "{what}: number of values");
-    for (i, (x, y)) in g.iter().zip(&w).enumerate() {
-        assert!(close(*x, *y), "{what}: value {i}: {x} vs CPU {y}");
     }
 }
 
@@ -224,8 +129,8 @@ proptest! {
     #[test]
     fn hyb_gpu_semantics_equal_cpu((m, n, rows) in hyb_matrix(), feat in 0usize..40) {
         let p = kernel("spmm");
-        let inputs = inputs(m, n, feat, &rows);
-        let want = cpu(&p, &inputs);
+        let inputs = inputs_for("spmm", m, n, feat, &rows);
+        let want = cpu(&p, "spmm", &inputs);
         let got = run_on(&p, &hyb(), &inputs, Target::InterpGpu)
             .unwrap_or_else(|e| panic!("GPU semantics failed: {e}"));
         same(&format!("m={m} n={n} feat={feat}"), &got, &want);
@@ -250,9 +155,13 @@ fn hyb_gpu_edge_matrices() {
         (lm, ln, lrows),
     ] {
         for feat in [1, 32, 33] {
-            let inputs = inputs(m, n, feat, &rows);
+            let inputs = inputs_for("spmm", m, n, feat, &rows);
             let got = run_on(&p, &hyb(), &inputs, Target::InterpGpu).expect("GPU semantics");
-            same(&format!("m={m} n={n} feat={feat}"), &got, &cpu(&p, &inputs));
+            same(
+                &format!("m={m} n={n} feat={feat}"),
+                &got,
+                &cpu(&p, "spmm", &inputs),
+            );
         }
     }
 }
@@ -265,12 +174,12 @@ fn hyb_gpu_without_its_launch_boundary_races() {
         .retain(|i| !matches!(i, Instruction::Annotate { key, .. } if key == "launch"));
     assert_eq!(file.trace.len(), before - 1);
     let (m, n, rows) = long_row_matrix();
-    let inputs = inputs(m, n, 8, &rows);
+    let inputs = inputs_for("spmm", m, n, 8, &rows);
     // The CPU runs the nests one after another: fine.
     same(
         "cpu",
         &run_on(&kernel("spmm"), &file, &inputs, Target::Jit).expect("CPU"),
-        &cpu(&kernel("spmm"), &inputs),
+        &cpu(&kernel("spmm"), "spmm", &inputs),
     );
     // One launch: a block's part accumulates into a row another block zeroes.
     let e = run_on(&kernel("spmm"), &file, &inputs, Target::InterpGpu).expect_err("a race");
@@ -358,7 +267,7 @@ fn hyb_gpu_without_atomic_split_rows_races() {
     let (scheduled, exe, conversions) =
         Executable::build_converting(&p, Some(&plain), Target::Interp).expect("builds");
     let (m, n, rows) = long_row_matrix();
-    let inputs = inputs(m, n, 3, &rows);
+    let inputs = inputs_for("spmm", m, n, 3, &rows);
     let given = lacuna::driver::convert_inputs(&conversions, &inputs).expect("converts");
     let mut b =
         lacuna::stage1::bind_with(&scheduled, &inputs, &BTreeMap::new(), given).expect("binds");
@@ -394,13 +303,13 @@ fn bsr_in_three_launches() {
         );
         assert!(k.ptx[k1..k2].contains("bar.sync"));
         assert!(!k.ptx[..k1].contains("bar.sync") && !k.ptx[k2..].contains("bar.sync"));
-        assemble(&k.ptx, arch, "spmm_bsr_gpu_shared_launches");
+        assemble_ptx(&k.ptx, arch, "spmm_bsr_gpu_shared_launches");
     }
     let mut rows = long_row_matrix().2;
     rows.push(vec![(0, 1.5), (1, -2.0), (68, 0.5)]);
-    let inputs = inputs(5, 70, 33, &rows);
+    let inputs = inputs_for("spmm", 5, 70, 33, &rows);
     let got = run_on(&p, &file, &inputs, Target::InterpGpu).expect("GPU semantics");
-    same("bsr launches", &got, &cpu(&p, &inputs));
+    same("bsr launches", &got, &cpu(&p, "spmm", &inputs));
     let mut one = file.clone();
     one.trace
         .retain(|i| !matches!(i, Instruction::Annotate { key, .. } if key == "launch"));
@@ -496,7 +405,7 @@ fn cli_prints_every_entry_of_the_module() {
 fn cuda_runs_the_launches_or_reports_no_driver() {
     let p = kernel("spmm");
     let (m, n, rows) = long_row_matrix();
-    let inputs = inputs(m, n, 40, &rows);
+    let inputs = inputs_for("spmm", m, n, 40, &rows);
     match cuda_available() {
         Err(CudaError::NoDriver { reason }) => {
             println!("SKIPPED (GPU part): no CUDA driver on this machine: {reason}");
@@ -515,7 +424,7 @@ fn cuda_runs_the_launches_or_reports_no_driver() {
         }
         Ok(()) => {
             let got = run_on(&p, &hyb(), &inputs, Target::Cuda(GpuArch::Sm80)).expect("GPU run");
-            same("cuda", &got, &cpu(&p, &inputs));
+            same("cuda", &got, &cpu(&p, "spmm", &inputs));
         }
     }
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::gpu::*;
 use common::*;
 use lacuna::driver::{reset_outputs, DriverError, Executable, Target};
 use lacuna::ir::{ArrayData, DType};
@@ -12,150 +13,25 @@ use lacuna::stage1::{unpack, Input, Program, Role};
 use lacuna::stage2::gpu::GpuError;
 use lacuna::stage2::gpu_mem::shared_layout;
 use lacuna::stage2::{
-    interpret_gpu, lower_to_flat, BufferDecl, BufferKind, Config, Expr, ForKind, Func, GpuAxis,
-    MemScope, ScratchDecl, Stage2InterpError, Stmt,
+    interpret_gpu, BufferDecl, BufferKind, Expr, ForKind, Func, GpuAxis, MemScope, ScratchDecl,
+    Stage2InterpError, Stmt,
 };
 use lacuna::target::{
     compile_ptx, with_cpu_vector_loads, CodegenError, CodegenOptions, GpuArch, GpuKernel,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
-
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(16),
-        ..ProptestConfig::default()
-    }
-}
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn schedule(name: &str) -> ScheduleFile {
-    lacuna::driver::load_schedule(&root().join("examples/schedules").join(name))
-        .expect("schedule loads")
-}
-
-fn flat_of(p: &Program, file: &ScheduleFile) -> Func {
-    let s = Schedule::replay(p, &file.trace).expect("the schedule applies");
-    lower_to_flat(
-        s.stage2().expect("lowers"),
-        &Config::default(),
-        &mut |_, _| {},
-    )
-    .expect("flattens")
-}
-
-/// `ptxas` from the PyPI wheel `nvidia-cuda-nvcc-cu12` in `.venv`, or `$PTXAS`.
-fn ptxas() -> PathBuf {
-    if let Ok(p) = std::env::var("PTXAS") {
-        return PathBuf::from(p);
-    }
-    let lib = root().join(".venv/lib");
-    for e in std::fs::read_dir(&lib).into_iter().flatten().flatten() {
-        let p = e.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!("ptxas not found: run ./scripts/setup (installs nvidia-cuda-nvcc-cu12) or set PTXAS")
-}
 
 /// Compiles `f` for both architectures, assembles each PTX with `ptxas`; the kernels.
 fn assemble(what: &str, f: &Func) -> Vec<GpuKernel> {
-    let tmp = std::env::temp_dir().join(format!("lacuna-gpumem-{what}-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).expect("temp dir");
-    let mut out = Vec::new();
-    for arch in [GpuArch::Sm80, GpuArch::Sm90] {
-        let k = compile_ptx(f, arch, &CodegenOptions::default()).expect("PTX");
-        let ptx = tmp.join(format!("{what}.{}.ptx", arch.name()));
-        std::fs::write(&ptx, &k.ptx).expect("writes PTX");
-        let run = Command::new(ptxas())
-            .arg(format!("-arch={}", arch.name()))
-            .arg(&ptx)
-            .arg("-o")
-            .arg(tmp.join(format!("{what}.{}.cubin", arch.name())))
-            .output()
-            .expect("ptxas runs");
-        assert!(
-            run.status.success(),
-            "ptxas -arch={} rejected {what}:\n{}\n{}",
-            arch.name(),
-            String::from_utf8_lossy(&run.stderr),
-            k.ptx
-        );
-        out.push(k);
-    }
-    let _ = std::fs::remove_dir_all(&tmp);
-    out
-}
-
-/// The inputs of a kernel for a random CSR matrix `rows` (m × n) and `feat` features.
-fn inputs_for(
-    kernel: &str,
-    m: usize,
-    n: usize,
-    feat: usize,
-    rows: &[Vec<(usize, f64)>],
-) -> BTreeMap<String, Input> {
-    let a = Input::Coo(to_coo(m, n, rows));
-    match kernel {
-        "spmm" => BTreeMap::from([
-            ("A".to_string(), a),
-            ("B".to_string(), dense(&[n, feat], values(n * feat, 7))),
-        ]),
-        "spmv" => BTreeMap::from([
-            ("A".to_string(), a),
-            ("x".to_string(), dense(&[n], values(n, 3))),
-        ]),
-        other => panic!("no inputs for {other}"),
-    }
-}
-
-/// Runs a scheduled kernel on `target`; the output.
-fn run_on(
-    p: &Program,
-    file: &ScheduleFile,
-    inputs: &BTreeMap<String, Input>,
-    target: Target,
-) -> Result<lacuna::stage1::Output, DriverError> {
-    let (scheduled, exe, conversions) = Executable::build_converting(p, Some(file), target)?;
-    let given = lacuna::driver::convert_inputs(&conversions, inputs).expect("converts");
-    let mut b =
-        lacuna::stage1::bind_with(&scheduled, inputs, &BTreeMap::new(), given).expect("binds");
-    reset_outputs(&scheduled, &mut b);
-    exe.run(&scheduled, &mut b)?;
-    let o = scheduled
-        .buffers
-        .iter()
-        .find(|x| x.role == Role::Output)
-        .expect("an output");
-    Ok(unpack(&scheduled, &b, &o.name).expect("unpacks"))
-}
-
-/// The unscheduled kernel on the JIT: the reference of every GPU run here.
-fn cpu(p: &Program, kernel: &str, inputs: &BTreeMap<String, Input>) -> lacuna::stage1::Output {
-    let plain = ScheduleFile {
-        version: 1,
-        kernel: kernel.into(),
-        trace: vec![],
-    };
-    run_on(p, &plain, inputs, Target::Jit).expect("CPU run")
-}
-
-fn same(what: &str, got: &lacuna::stage1::Output, want: &lacuna::stage1::Output) {
-    let (g, w) = (got.values().to_f64_vec(), want.values().to_f64_vec());
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    assert_eq!(g.len(), w.len(), "{what}: number of values");
-    for (i, (x, y)) in g.iter().zip(&w).enumerate() {
-        assert!(close(*x, *y), "{what}: value {i}: {x} vs CPU {y}");
-    }
+    [GpuArch::Sm80, GpuArch::Sm90]
+        .into_iter()
+        .map(|arch| {
+            let k = compile_ptx(f, arch, &CodegenOptions::default()).expect("PTX");
+            assemble_ptx(&k.ptx, arch, what);
+            k
+        })
+        .collect()
 }
 
 /// Bindings of the spmm kernel scheduled by `file` for a small matrix and `feat` features.
@@ -456,7 +332,7 @@ fn shared_extent_reading_a_loop_variable_is_rejected() {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(cases_config(16))]
 
     /// The dynamic-shared BSR schedule under GPU semantics equals the unscheduled CPU run.
     #[test]
@@ -674,7 +550,7 @@ fn cpu_vector_loads_take_both_paths() {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(cases_config(16))]
 
     /// Vectorized-load schedules: GPU semantics and the CPU with the vector-load code equal
     /// the unscheduled CPU run (rows of every length, so tails and misaligned starts occur).
@@ -968,7 +844,7 @@ fn nnz_split_gpu_kernel() {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(cases_config(16))]
 
     /// The nnz-split kernel under GPU semantics and the CPU nnz-split schedule equal the
     /// unscheduled CPU run on random matrices.

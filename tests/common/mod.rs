@@ -1,6 +1,8 @@
 //! Shared helpers of the integration tests: random inputs, dense references, comparisons.
 #![allow(dead_code)]
 
+pub mod gpu;
+
 use lacuna::driver::{load_kernel, reset_outputs, Executable, Target};
 use lacuna::ir::{ArrayData, CooTensor, DenseArray};
 use lacuna::stage1::{bind, unpack, Bindings, Input, Output, Program};
