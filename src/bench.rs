@@ -731,10 +731,15 @@ pub fn run_bench(
                         let compiled = match &shared {
                             Some(c) => c,
                             None => {
+                                let feat = k.filter(|_| def.name == "spmm");
                                 let data = driver::DataStats {
                                     nnz: m.coo.nnz(),
                                     rows: m.rows(),
-                                    feat: k.filter(|_| def.name == "spmm"),
+                                    feat,
+                                    // B: one row of `feat` f64 per column of the matrix.
+                                    gathered_bytes: feat.map_or(0, |k| {
+                                        m.coo.shape.get(1).copied().unwrap_or(0) * k * 8
+                                    }),
                                 };
                                 own = compile_kernel(def.name, format, sched.as_ref(), Some(data))
                                     .map_err(|e| in_config(&what, e))?;

@@ -723,6 +723,8 @@ pub struct DataStats {
     pub rows: usize,
     /// SpMM's feature width (the second extent of `B`).
     pub feat: Option<usize>,
+    /// Bytes of SpMM's dense operand `B`, whose rows the kernel gathers (0 without one).
+    pub gathered_bytes: usize,
 }
 
 impl DataStats {
@@ -743,11 +745,19 @@ impl DataStats {
             })
             .max()
             .map_or(0, |(_, rows)| rows);
-        let feat = match inputs.get("B") {
-            Some(Input::Dense(d)) if d.shape.len() == 2 => Some(d.shape[1]),
-            _ => None,
+        let (feat, gathered_bytes) = match inputs.get("B") {
+            Some(Input::Dense(d)) if d.shape.len() == 2 => (
+                Some(d.shape[1]),
+                d.data.len().saturating_mul(d.data.dtype().size_bytes()),
+            ),
+            _ => (None, 0),
         };
-        DataStats { nnz, rows, feat }
+        DataStats {
+            nnz,
+            rows,
+            feat,
+            gathered_bytes,
+        }
     }
 
     /// Mean stored entries per row (0 without rows).
@@ -759,6 +769,17 @@ impl DataStats {
         }
     }
 }
+
+/// Bytes of SpMM's `B` from which the built-in schedule prefetches the rows it gathers
+/// (`annotate(j, prefetch, SPMM_PREFETCH_DISTANCE)`): beyond the 32 MiB L3, where the gathers
+/// wait on DRAM. cit-HepPh (B 35 MB at k = 128), one thread, `lacuna bench` side by side: 21.5
+/// and 19.1 ms without, 17.5 and 18.0 ms with; on cage10 and bcsstk16 (B within L3) no gain
+/// (±10%, within noise), so it stays off there.
+pub const SPMM_PREFETCH_MIN_BYTES: usize = 32 << 20;
+
+/// Entries ahead that SpMM's built-in prefetch reads `J.indices` (4 and 16 measured no
+/// better than 8 on cit-HepPh).
+pub const SPMM_PREFETCH_DISTANCE: i64 = 8;
 
 /// Mean stored entries per row from which SpMV's built-in schedule runs each row's sum as
 /// vector lanes (gathers of `x`, reassociated): 1.74× faster on bcsstk16 (59 per row), about
@@ -777,7 +798,9 @@ pub const SPMV_VECTOR_MIN_ROW: f64 = 32.0;
 ///   part moved out of the row's entries and the inner part unrolled, so that 16 accumulators
 ///   stay in registers across the row (measured 1.8× faster at k = 32 on cage10, one thread).
 ///   Wider multiples of 32 (k = 96 .. 512) split by 32 and run the inner part as vector lanes
-///   (four 8-lane registers of accumulators per pass over the row).
+///   (four 8-lane registers of accumulators per pass over the row). With `B` beyond
+///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched
+///   [`SPMM_PREFETCH_DISTANCE`] entries ahead.
 /// - SDDMM (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes
 ///   reassociate the sum: results may differ from the serial order in the last bits.
 /// - SpMV (`examples/spmv.ron`) with at least [`SPMV_VECTOR_MIN_ROW`] entries per row on
@@ -824,6 +847,13 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                     }
                 },
             ]);
+            if data.gathered_bytes >= SPMM_PREFETCH_MIN_BYTES {
+                trace.push(I::Annotate {
+                    r#loop: "j".into(),
+                    key: "prefetch".into(),
+                    value: SPMM_PREFETCH_DISTANCE,
+                });
+            }
         }
     }
     if p.name == "sddmm" && p.params.iter().any(|x| x == "feat") {

@@ -290,3 +290,28 @@ fn built_in_schedules_keep_results() {
         }
     }
 }
+
+/// SpMM's built-in schedule prefetches the rows of `B` it gathers exactly when `B` exceeds
+/// `SPMM_PREFETCH_MIN_BYTES`, and the schedule replays (the annotation names a loop of it).
+#[test]
+fn builtin_spmm_prefetches_gathers_only_beyond_the_cache() {
+    use lacuna::driver::{builtin_schedule, DataStats, SPMM_PREFETCH_MIN_BYTES};
+    let p = example("spmm");
+    for (bytes, want) in [
+        (SPMM_PREFETCH_MIN_BYTES - 8, false),
+        (SPMM_PREFETCH_MIN_BYTES, true),
+    ] {
+        let stats = DataStats {
+            nnz: 1_000_000,
+            rows: 30_000,
+            feat: Some(128),
+            gathered_bytes: bytes,
+        };
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        let prefetch = s.trace.iter().any(|t| {
+            matches!(t, lacuna::schedule::Instruction::Annotate { key, .. } if key == "prefetch")
+        });
+        assert_eq!(prefetch, want, "{bytes} bytes: {:?}", s.trace);
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+}

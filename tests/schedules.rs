@@ -1065,6 +1065,39 @@ proptest! {
             }
         }
     }
+
+    /// `prefetch` on SpMM's entry loop, under register blocking (the gathers of `B` sit in a
+    /// nested vectorized loop): the prefetches read `J.indices` ahead, clamped to the row's
+    /// last entry, and change nothing else, on empty rows and short rows too.
+    #[test]
+    fn spmm_gather_prefetch((m, n, rows) in sparse_matrix(), feat in 1usize..5, d in 1i64..12) {
+        let feat = feat * 8;
+        let p = kernel("spmm");
+        let b = values(n * feat, 11);
+        let a = to_dense(m, n, &rows);
+        let mut want = vec![0.0; m * feat];
+        for i in 0..m {
+            for j in 0..n {
+                for k in 0..feat {
+                    want[i * feat + k] += a[i * n + j] * b[j * feat + k];
+                }
+            }
+        }
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
+            ("B".to_string(), dense(&[n, feat], b)),
+        ]);
+        let trace = vec![
+            Instruction::Specialize { param: "feat".into(), value: feat as u64 },
+            Instruction::Split { r#loop: "spmm:k".into(), factors: vec![None, Some(8)] },
+            Instruction::Reorder { loops: vec!["k.0".into(), "j".into()] },
+            Instruction::Vectorize { r#loop: "k.1".into() },
+            annotate("j", "prefetch", d),
+        ];
+        for (target, out) in run_scheduled(&p, &trace, &inputs) {
+            assert_dense(&format!("d={d} {target}"), &out, &[m, feat], &want);
+        }
+    }
 }
 
 #[test]
@@ -1091,6 +1124,12 @@ fn annotations_reach_the_ir_and_unannotate_restores() {
         .expect("IR")
     };
     assert!(ir(&[annotate("spmv:j", "prefetch", 8)]).contains("@llvm.prefetch"));
+    // The gather `x[J.indices[j]]`: J.indices read at min(j + 8, end - 1), one line of x.
+    let gather = ir(&[annotate("spmv:j", "prefetch", 8)]);
+    assert!(
+        gather.contains("%pf.at = select") && gather.contains("%pf.gather = getelementptr double"),
+        "{gather}"
+    );
     assert!(ir(&[annotate("spmv:j", "pragma_unroll", 4)]).contains("llvm.loop.unroll.count"));
     assert!(ir(&[annotate("spmv:j", "atomic", 0)]).contains("atomicrmw fadd"));
     // Golden: the atomic annotation.

@@ -323,6 +323,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 ));
                 if let Some(d) = prefetch {
                     self.prefetch_loads(var, iv, d, body)?;
+                    self.prefetch_gathers(var, iv, hi, d, body)?;
                 }
                 self.stmts(body)?;
                 self.env.pop();
@@ -709,6 +710,115 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         Ok(())
     }
 
+    /// `llvm.prefetch` of gathers in `body`, nested loops included: loads `b[index]` whose
+    /// index reads `var` through loads `c[inner]` of positions computed without memory reads,
+    /// e.g. SpMM's `B[J.indices[j] * feat + k]`. At the top of iteration `var` the index is
+    /// evaluated for `min(var + distance, hi - 1)`, nested loop variables at their start:
+    /// the loads of `c` it executes are ones the loop itself executes for that iteration (the
+    /// gather lies outside conditionals, in nested loops of constant positive extent), so
+    /// they stay in bounds; the prefetched address need not be. A gather inside a
+    /// `vectorized` loop of `n` lanes prefetches every cache line of its `n` elements.
+    fn prefetch_gathers(
+        &mut self,
+        var: &'a str,
+        iv: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        distance: i64,
+        body: &'a [Stmt],
+    ) -> R<()> {
+        let mut found = Vec::new();
+        let mut path = GatherPath::default();
+        gathers(body, var, &self.env, &mut path, &mut found);
+        found.dedup_by(|a, b| a.buffer == b.buffer && a.index == b.index);
+        if found.is_empty() {
+            return Ok(());
+        }
+        let i64t = self.ctx.i64_type();
+        let one = i64t.const_int(1, false);
+        let ahead =
+            self.builder
+                .build_int_add(iv, i64t.const_int(distance as u64, true), "pf.ahead")?;
+        let last = self.builder.build_int_sub(hi, one, "pf.last")?;
+        let within = self
+            .builder
+            .build_int_compare(inkwell::IntPredicate::SLT, ahead, hi, "")?;
+        let ahead = self
+            .builder
+            .build_select(within, ahead, last, "pf.at")?
+            .into_int_value();
+        let decl = inkwell::intrinsics::Intrinsic::find("llvm.prefetch")
+            .and_then(|i| {
+                let ptr = self.ctx.ptr_type(inkwell::AddressSpace::default());
+                i.get_declaration(self.module, &[ptr.into()])
+            })
+            .ok_or_else(|| CodegenError::Llvm {
+                message: "intrinsic llvm.prefetch is not available".into(),
+            })?;
+        for g in found {
+            let Some((base, t)) = self.bufs.get(g.buffer).copied() else {
+                continue;
+            };
+            let mark = self.env.len();
+            let val = |v: IntValue<'ctx>| Val {
+                v: v.into(),
+                t: DType::I64,
+            };
+            self.env.push((var, val(ahead), false));
+            for &(v, start) in &g.inner {
+                self.env
+                    .push((v, val(i64t.const_int(start as u64, true)), false));
+            }
+            let mut failed = None;
+            for &(v, value) in &g.lets {
+                match self.expr(value) {
+                    Ok(x) => self.env.push((v, x, false)),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            let idx = match failed {
+                Some(e) => Err(e),
+                None => self.int_operand(g.index, |dtype| CodegenError::IndexType {
+                    buffer: g.buffer.to_string(),
+                    dtype,
+                }),
+            };
+            self.env.truncate(mark);
+            let idx = idx?;
+            // A prefetch never faults, so an address past the end is harmless (plain GEP).
+            let p = unsafe {
+                self.builder
+                    .build_gep(self.llvm_type(t), base, &[idx], "pf.gather")
+            }?;
+            let bytes = g.lanes.max(1) as u64 * t.size_bytes() as u64;
+            let lines = bytes.div_ceil(64).clamp(1, 16);
+            let i32t = self.ctx.i32_type();
+            for l in 0..lines {
+                let at = unsafe {
+                    self.builder.build_gep(
+                        self.ctx.i8_type(),
+                        p,
+                        &[i64t.const_int(l * 64, false)],
+                        "pf.line",
+                    )
+                }?;
+                self.builder.build_call(
+                    decl,
+                    &[
+                        at.into(),
+                        i32t.const_zero().into(),
+                        i32t.const_int(3, false).into(),
+                        i32t.const_int(1, false).into(),
+                    ],
+                    "",
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// `llvm.loop.unroll.count N` on a loop's back edge.
     fn unroll_count_hint(&self, br: InstructionValue<'ctx>, n: u32) {
         use inkwell::llvm_sys::core::{
@@ -828,5 +938,210 @@ fn reads_memory(e: &lacuna_stage2::Expr) -> bool {
         E::Binary(_, a, b) => reads_memory(a) || reads_memory(b),
         E::Select(c, a, b) => reads_memory(c) || reads_memory(a) || reads_memory(b),
         _ => false,
+    }
+}
+
+/// A gather found by [`Emitter::prefetch_gathers`]: the buffer and index of the load, the `let`s
+/// of its path that the index reads (in order), the nested loops' variables with their
+/// constant starts, and the lanes of the innermost `vectorized` loop around it (1 otherwise).
+struct Gather<'a> {
+    buffer: &'a str,
+    index: &'a lacuna_stage2::Expr,
+    lets: Vec<(&'a str, &'a lacuna_stage2::Expr)>,
+    inner: Vec<(&'a str, i64)>,
+    lanes: i64,
+}
+
+/// The statements enclosing a point of a prefetched loop's body: `let`s in scope, nested loops
+/// (constant positive extents), variables declared mutable inside the body.
+#[derive(Default)]
+struct GatherPath<'a> {
+    lets: Vec<(&'a str, &'a lacuna_stage2::Expr)>,
+    inner: Vec<(&'a str, i64, bool, i64)>,
+    mutable: Vec<&'a str>,
+}
+
+/// The gathers of `stmts` (see [`Emitter::prefetch_gathers`]), outside conditionals and
+/// loops of unknown extent.
+fn gathers<'a, 'ctx>(
+    stmts: &'a [Stmt],
+    var: &'a str,
+    env: &[(&'a str, Val<'ctx>, bool)],
+    path: &mut GatherPath<'a>,
+    out: &mut Vec<Gather<'a>>,
+) {
+    use lacuna_stage2::Expr as E;
+    let mark = (path.lets.len(), path.mutable.len());
+    for s in stmts {
+        let mut exprs: Vec<&'a E> = Vec::new();
+        match s {
+            Stmt::Let { var: v, value } => {
+                exprs.push(value);
+                path.lets.push((v, value));
+            }
+            Stmt::Decl { var: v, init, .. } => {
+                exprs.push(init);
+                path.mutable.push(v);
+            }
+            Stmt::For {
+                var: v,
+                start: E::Int(a, _),
+                end: E::Int(b, _),
+                kind,
+                body,
+            } if b > a => {
+                let vector = *kind == lacuna_stage2::ForKind::Vectorized;
+                path.inner.push((v, *a, vector, b - a));
+                gathers(body, var, env, path, out);
+                path.inner.pop();
+            }
+            Stmt::Attr { body, .. } | Stmt::Block { body, .. } => {
+                gathers(body, var, env, path, out)
+            }
+            Stmt::Store { indices, value, .. } | Stmt::Atomic { indices, value, .. } => {
+                exprs.extend(indices);
+                exprs.push(value);
+            }
+            Stmt::Assign { value, .. } => exprs.push(value),
+            // Conditionals, loops of unknown extent: not every iteration runs their loads.
+            _ => {}
+        }
+        for e in exprs {
+            gather_loads(e, var, env, path, out);
+        }
+    }
+    path.lets.truncate(mark.0);
+    path.mutable.truncate(mark.1);
+}
+
+fn gather_loads<'a, 'ctx>(
+    e: &'a lacuna_stage2::Expr,
+    var: &'a str,
+    env: &[(&'a str, Val<'ctx>, bool)],
+    path: &GatherPath<'a>,
+    out: &mut Vec<Gather<'a>>,
+) {
+    use lacuna_stage2::Expr as E;
+    match e {
+        // Lazy operands and searches: not every evaluation reads them.
+        E::Select(c, ..) => return gather_loads(c, var, env, path, out),
+        E::Search { .. } | E::Segment { .. } => return,
+        E::Load { buffer, indices } => {
+            if let [index] = indices.as_slice() {
+                let mut lets = Vec::new();
+                let indirect = pure(index, var, env, path, true, &mut lets)
+                    && reads_memory_through(index, path)
+                    && reads(index, var, path);
+                if indirect {
+                    // The lets the index reads, in path order.
+                    let lets = path
+                        .lets
+                        .iter()
+                        .copied()
+                        .filter(|(v, _)| lets.contains(v))
+                        .collect();
+                    let lanes = path
+                        .inner
+                        .iter()
+                        .rev()
+                        .find(|l| l.2)
+                        .map_or(1, |l| l.3)
+                        .min(64);
+                    out.push(Gather {
+                        buffer,
+                        index,
+                        lets,
+                        inner: path.inner.iter().map(|l| (l.0, l.1)).collect(),
+                        lanes,
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
+    for c in e.children() {
+        gather_loads(c, var, env, path, out);
+    }
+}
+
+/// Whether `e` can be evaluated at the top of an iteration with the same meaning: constants,
+/// parameters, `var`, nested loop variables, immutable variables from outside the loop, and
+/// `let`s of the path whose values qualify (collected into `lets`); with `loads`, also loads at
+/// positions that qualify without loads.
+fn pure<'a, 'ctx>(
+    e: &'a lacuna_stage2::Expr,
+    var: &str,
+    env: &[(&'a str, Val<'ctx>, bool)],
+    path: &GatherPath<'a>,
+    loads: bool,
+    lets: &mut Vec<&'a str>,
+) -> bool {
+    use lacuna_stage2::Expr as E;
+    match e {
+        E::Int(..) | E::Float(..) | E::Bool(_) | E::Param(_) => true,
+        E::Var(v) if v == var => true,
+        E::Var(v) => {
+            if path.mutable.contains(&v.as_str()) {
+                return false;
+            }
+            if let Some(&(name, value)) = path.lets.iter().rev().find(|(n, _)| *n == v.as_str()) {
+                if !pure(value, var, env, path, loads, lets) {
+                    return false;
+                }
+                if !lets.contains(&name) {
+                    lets.push(name);
+                }
+                return true;
+            }
+            if path.inner.iter().any(|l| l.0 == v.as_str()) {
+                return true;
+            }
+            env.iter()
+                .rev()
+                .find(|(n, ..)| *n == v.as_str())
+                .is_some_and(|(_, _, mutable)| !mutable)
+        }
+        E::Load { indices, .. } if loads => match indices.as_slice() {
+            [i] => pure(i, var, env, path, false, lets),
+            _ => false,
+        },
+        E::Unary(_, a) | E::Cast(_, a) => pure(a, var, env, path, loads, lets),
+        E::Binary(_, a, b) => {
+            pure(a, var, env, path, loads, lets) && pure(b, var, env, path, loads, lets)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `e` reads memory, through the path's `let`s too.
+fn reads_memory_through(e: &lacuna_stage2::Expr, path: &GatherPath<'_>) -> bool {
+    use lacuna_stage2::Expr as E;
+    match e {
+        E::Load { .. } => true,
+        E::Var(v) => path
+            .lets
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == v.as_str())
+            .is_some_and(|(_, value)| reads_memory_through(value, path)),
+        _ => e
+            .children()
+            .into_iter()
+            .any(|c| reads_memory_through(c, path)),
+    }
+}
+
+/// Whether `e` reads `var`, through the path's `let`s too.
+fn reads(e: &lacuna_stage2::Expr, var: &str, path: &GatherPath<'_>) -> bool {
+    use lacuna_stage2::Expr as E;
+    match e {
+        E::Var(v) if v == var => true,
+        E::Var(v) => path
+            .lets
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == v.as_str())
+            .is_some_and(|(_, value)| reads(value, var, path)),
+        _ => e.children().into_iter().any(|c| reads(c, var, path)),
     }
 }
