@@ -1050,10 +1050,11 @@ impl CompiledCoKernel {
     }
 }
 
-/// One run of a co-iteration kernel bound in `b` (see [`lacuna_stage2::coiter::CoKernel::bind`]): the compiled
-/// functions when given (on up to [`ONE_PASS_MAX_THREADS`] threads, the one-pass function
-/// where the kernel has one), the stage-II interpreter otherwise, or the point-by-point
-/// reference for [`Target::InterpStage1`]; returns the result.
+/// One run of a co-iteration kernel bound in `b` (see
+/// [`lacuna_stage2::coiter::CoKernel::bind`]): the compiled functions when given (on up to
+/// [`ONE_PASS_MAX_THREADS`] threads, the one-pass function where the kernel has one), the
+/// stage-II interpreter otherwise, or the point-by-point reference for
+/// [`Target::InterpStage1`]; returns the result.
 pub fn coiteration_once(
     k: &lacuna_stage2::coiter::CoKernel,
     compiled: Option<&CompiledCoKernel>,

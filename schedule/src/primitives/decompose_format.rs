@@ -464,7 +464,8 @@ fn substitute(
 /// decomposed program.
 ///
 /// This is the hand-written reference conversion: it copies the values in Rust. The driver
-/// uses [`convert_structure`] and the generated copy of [`value_copy_func`](super::value_copy::value_copy_func) instead.
+/// uses [`convert_structure`] and the generated copy of
+/// [`value_copy_func`](super::value_copy::value_copy_func) instead.
 pub fn convert(
     conv: &Conversion,
     a: &CsrMatrix,
@@ -477,9 +478,9 @@ pub fn convert(
 /// `i64` per value slot, the position in `a`'s CSR storage of the entry stored there, or -1 for
 /// padding; and the parameter `A.src_nnz` ([`source_len_param`]), `a`'s number of entries.
 ///
-/// The generated function of [`value_copy_func`](super::value_copy::value_copy_func) then fills the values from the decomposed
-/// buffer's CSR values, bit for bit as [`convert`] would; it can run again after the values
-/// (not the pattern) change.
+/// The generated function of [`value_copy_func`](super::value_copy::value_copy_func) then
+/// fills the values from the decomposed buffer's CSR values, bit for bit as [`convert`]
+/// would; it can run again after the values (not the pattern) change.
 pub fn convert_structure(
     conv: &Conversion,
     a: &CsrMatrix,
