@@ -1087,7 +1087,7 @@ proptest! {
             ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
             ("B".to_string(), dense(&[n, feat], b)),
         ]);
-        let trace = vec![
+        let mut trace = vec![
             Instruction::Specialize { param: "feat".into(), value: feat as u64 },
             Instruction::Split { r#loop: "spmm:k".into(), factors: vec![None, Some(8)] },
             Instruction::Reorder { loops: vec!["k.0".into(), "j".into()] },
@@ -1096,6 +1096,11 @@ proptest! {
         ];
         for (target, out) in run_scheduled(&p, &trace, &inputs) {
             assert_dense(&format!("d={d} {target}"), &out, &[m, feat], &want);
+        }
+        // Rows in parallel: the prefetching loop is emitted in the outlined body.
+        trace.push(Instruction::Parallel { r#loop: "spmm:i".into() });
+        for (target, out) in run_scheduled(&p, &trace, &inputs) {
+            assert_dense(&format!("parallel d={d} {target}"), &out, &[m, feat], &want);
         }
     }
 }
