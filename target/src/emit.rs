@@ -690,23 +690,29 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 self.builder
                     .build_gep(self.llvm_type(t), base, &[idx?], "pf")
             }?;
-            let i32t = self.ctx.i32_type();
-            let decl = inkwell::intrinsics::Intrinsic::find("llvm.prefetch")
-                .and_then(|i| i.get_declaration(self.module, &[base.get_type().into()]))
-                .ok_or_else(|| CodegenError::Llvm {
-                    message: "intrinsic llvm.prefetch is not available".into(),
-                })?;
-            self.builder.build_call(
-                decl,
-                &[
-                    p.into(),
-                    i32t.const_zero().into(),
-                    i32t.const_int(3, false).into(),
-                    i32t.const_int(1, false).into(),
-                ],
-                "",
-            )?;
+            self.prefetch_read(p)?;
         }
+        Ok(())
+    }
+
+    /// `llvm.prefetch(p, read, locality 3, data)`: a hint that never faults.
+    fn prefetch_read(&self, p: PointerValue<'ctx>) -> R<()> {
+        let i32t = self.ctx.i32_type();
+        let decl = inkwell::intrinsics::Intrinsic::find("llvm.prefetch")
+            .and_then(|i| i.get_declaration(self.module, &[p.get_type().into()]))
+            .ok_or_else(|| CodegenError::Llvm {
+                message: "intrinsic llvm.prefetch is not available".into(),
+            })?;
+        self.builder.build_call(
+            decl,
+            &[
+                p.into(),
+                i32t.const_zero().into(),
+                i32t.const_int(3, false).into(),
+                i32t.const_int(1, false).into(),
+            ],
+            "",
+        )?;
         Ok(())
     }
 
@@ -746,14 +752,6 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             .builder
             .build_select(within, ahead, last, "pf.at")?
             .into_int_value();
-        let decl = inkwell::intrinsics::Intrinsic::find("llvm.prefetch")
-            .and_then(|i| {
-                let ptr = self.ctx.ptr_type(inkwell::AddressSpace::default());
-                i.get_declaration(self.module, &[ptr.into()])
-            })
-            .ok_or_else(|| CodegenError::Llvm {
-                message: "intrinsic llvm.prefetch is not available".into(),
-            })?;
         for g in found {
             let Some((base, t)) = self.bufs.get(g.buffer).copied() else {
                 continue;
@@ -794,7 +792,6 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             }?;
             let bytes = g.lanes.max(1) as u64 * t.size_bytes() as u64;
             let lines = bytes.div_ceil(64).clamp(1, 16);
-            let i32t = self.ctx.i32_type();
             for l in 0..lines {
                 let at = unsafe {
                     self.builder.build_gep(
@@ -804,16 +801,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                         "pf.line",
                     )
                 }?;
-                self.builder.build_call(
-                    decl,
-                    &[
-                        at.into(),
-                        i32t.const_zero().into(),
-                        i32t.const_int(3, false).into(),
-                        i32t.const_int(1, false).into(),
-                    ],
-                    "",
-                )?;
+                self.prefetch_read(at)?;
             }
         }
         Ok(())
