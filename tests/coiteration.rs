@@ -520,6 +520,24 @@ fn indices_beyond_i32_keep_64_bit_kernels() {
         .bind(&inputs, &BTreeMap::new())
         .expect_err("does not fit");
     assert!(e.to_string().contains("32-bit"), "{e}");
+    // Small coordinates, a result extent beyond i32: refused too (the result's coordinates
+    // and a dense range's reach the extent).
+    let small = BTreeMap::from([((0, 5), 1.5)]);
+    let small_inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo((2, n), &small))),
+        ("B".to_string(), Input::Coo(coo((2, n), &small))),
+    ]);
+    let e = k
+        .with_index(lacuna::ir::DType::I32)
+        .expect("lowers narrow")
+        .bind(&small_inputs, &BTreeMap::new())
+        .expect_err("the extent does not fit");
+    assert!(
+        e.to_string().contains("extent") && e.to_string().contains("32-bit"),
+        "{e}"
+    );
+    let mut b = k.bind(&small_inputs, &BTreeMap::new()).expect("binds wide");
+    assert!(k.narrowed(&mut b).expect("checks").is_none());
     let report = lacuna::driver::run_coiteration(&p, &inputs, &BTreeMap::new(), Target::Jit, 1)
         .expect("runs wide");
     let got = sparse_output(&report.outputs["C"]);

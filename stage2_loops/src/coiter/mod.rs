@@ -294,15 +294,11 @@ impl CoKernel {
                         } else if enc.levels()[l].lvl_type.has_coordinates() {
                             // Trailing COO levels in AoS layout share one interleaved array:
                             // each level gets its own (one coordinate per stored entry).
-                            let crd: Vec<i64> = (0..st.number_of_entries())
-                                .map(|q| st.coordinate(lvl, q).map(|c| c as i64))
+                            let crd: Vec<u64> = (0..st.number_of_entries())
+                                .map(|q| st.coordinate(lvl, q))
                                 .collect::<Option<_>>()
                                 .ok_or_else(|| bad(format!("level {l}: coordinates unreadable")))?;
-                            let data = ArrayData::I64(crd);
-                            let data = match self.plan.index {
-                                DType::I64 => data,
-                                _ => checked_cast(&data, self.plan.index).map_err(bad)?,
-                            };
+                            let data = index_values(crd, self.plan.index).map_err(bad)?;
                             b.buffers.insert(lower::crd_name(&tensor.name, l), data);
                         }
                     }
@@ -328,6 +324,18 @@ impl CoKernel {
                     what: format!("unknown size `{s}`"),
                 })
         };
+        if self.plan.index == DType::I32 {
+            // The result's coordinates are computed as i64 but may be stored as i32
+            // (`Plan::result_index`), and a dense range's coordinates reach its extent.
+            for s in &out.extents {
+                if ext(s)? > i32::MAX as usize {
+                    return Err(CoiterError::Input {
+                        buffer: out.name.clone(),
+                        what: format!("extent `{s}` does not fit the kernel's 32-bit indices"),
+                    });
+                }
+            }
+        }
         match self.plan.mode {
             OutMode::Dense => {
                 let len = out.extents.iter().try_fold(1usize, |acc, s| {
@@ -932,7 +940,11 @@ fn checked_cast(values: &ArrayData, dtype: DType) -> Result<ArrayData, String> {
 /// An index array of the storage as the kernel's `dtype` ([`Plan::index`]): `I64`, or `I32`
 /// when every value fits.
 fn index_data(a: &lacuna_ir::storage::IndexArray, dtype: DType) -> Result<ArrayData, String> {
-    let values = a.to_u64_vec();
+    index_values(a.to_u64_vec(), dtype)
+}
+
+/// Index values as the kernel's `dtype` ([`Plan::index`]), refusing one that does not fit.
+fn index_values(values: Vec<u64>, dtype: DType) -> Result<ArrayData, String> {
     match dtype {
         DType::I32 => values
             .into_iter()
