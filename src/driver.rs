@@ -1164,34 +1164,27 @@ fn run_one_pass_chunks(
     };
     // The calling thread runs the first chunk while the pool's workers take the others: a
     // sleeping worker wakes up in about 0.1 ms on this VM, the length of a chunk here.
-    let results: Vec<std::sync::Mutex<Result<(), String>>> = chunks
-        .iter()
-        .map(|_| std::sync::Mutex::new(Ok(())))
-        .collect();
-    let store = |slot: &std::sync::Mutex<Result<(), String>>, r| {
-        // A poisoned slot means a chunk panicked, which `in_place_scope` propagates.
-        if let Ok(mut s) = slot.lock() {
-            *s = r;
-        }
-    };
+    let mut results: Vec<Result<(), String>> = vec![Ok(()); chunks.len()];
     rayon::in_place_scope(|s| {
-        for (c, slot) in chunks.iter().zip(&results).skip(1) {
-            let (run_chunk, store) = (&run_chunk, &store);
-            s.spawn(move |_| store(slot, run_chunk(c)));
+        let mut slots = chunks.iter().zip(results.iter_mut());
+        let first = slots.next();
+        for (c, slot) in slots {
+            let run_chunk = &run_chunk;
+            s.spawn(move |_| *slot = run_chunk(c));
         }
-        if let (Some(c), Some(slot)) = (chunks.first(), results.first()) {
-            store(slot, run_chunk(c));
+        if let Some((c, slot)) = first {
+            *slot = run_chunk(c);
         }
     });
-    let results = results
+    results
         .into_iter()
-        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
-    results.collect::<Result<(), String>>().map_err(|what| {
-        DriverError::Coiter(lacuna_stage2::coiter::CoiterError::Run {
-            pass: kernel.name().to_string(),
-            what,
-        })
-    })?;
+        .collect::<Result<(), String>>()
+        .map_err(|what| {
+            DriverError::Coiter(lacuna_stage2::coiter::CoiterError::Run {
+                pass: kernel.name().to_string(),
+                what,
+            })
+        })?;
     // SAFETY: every chunk ran the compiled one-pass function over its rows with its `q0`.
     unsafe { k.finish_one_pass_chunks(b, &chunks)? };
     Ok(true)

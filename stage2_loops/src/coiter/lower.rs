@@ -952,20 +952,24 @@ impl Gen<'_> {
             // An iterator outside the case steps only if it is at the coordinate too, unless
             // an earlier case covers exactly the case's iterators and it (then it is not).
             let arms: Vec<&Point> = lattice.points.iter().filter(|q| q.within(point)).collect();
-            let present = |q: &Point| -> BTreeSet<usize> {
-                q.iters
-                    .iter()
-                    .copied()
-                    .filter(|&t| it_of(t).is_some())
-                    .collect()
-            };
+            // Each case's iterators present at this variable.
+            let present: Vec<BTreeSet<usize>> = arms
+                .iter()
+                .map(|q| {
+                    q.iters
+                        .iter()
+                        .copied()
+                        .filter(|&t| it_of(t).is_some())
+                        .collect()
+                })
+                .collect();
             // Where no case matches, an iterator with a case of its own alone is not at the
             // coordinate (that case would have matched); the others step if they are.
             let mut chain: Vec<Stmt> = if galloping {
                 Vec::new()
             } else {
                 pits.iter()
-                    .filter(|i| !arms.iter().any(|r| present(r) == BTreeSet::from([i.t])))
+                    .filter(|i| !present.iter().any(|r| *r == BTreeSet::from([i.t])))
                     .map(advance_if_at)
                     .collect()
             };
@@ -978,7 +982,7 @@ impl Gen<'_> {
                 );
                 let mut then_body = self.case(depth, v, q, levels, &qits, reduce_below)?;
                 if !galloping {
-                    let here = present(q);
+                    let here = &present[k];
                     for i in &pits {
                         if here.contains(&i.t) {
                             then_body.push(advance(i));
@@ -986,7 +990,7 @@ impl Gen<'_> {
                         }
                         let mut with = here.clone();
                         with.insert(i.t);
-                        if !arms[..k].iter().any(|r| present(r) == with) {
+                        if !present[..k].contains(&with) {
                             then_body.push(advance_if_at(i));
                         }
                     }
