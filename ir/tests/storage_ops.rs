@@ -848,3 +848,43 @@ proptest! {
         prop_assert_eq!(t.sort(), t.clone());
     }
 }
+
+// ---------------------------------------------------------------- signed indices
+
+#[test]
+fn signed_indices_are_reinterpreted_and_a_negative_one_is_rejected() {
+    assert_eq!(
+        IndexArray::from_signed(ArrayData::I64(vec![0, 3, -1])),
+        IndexArray::U64(vec![0, 3, u64::MAX])
+    );
+    assert_eq!(
+        IndexArray::from_signed(ArrayData::I32(vec![2, -2])),
+        IndexArray::U32(vec![2, u32::MAX - 1])
+    );
+    assert_eq!(
+        IndexArray::from_signed(ArrayData::I8(vec![1, 4])),
+        IndexArray::U64(vec![1, 4])
+    );
+    let csr = preset("csr").unwrap();
+    let assemble = |crd: Vec<i64>| {
+        SparseTensor::assemble(
+            &csr,
+            &[2, 4],
+            vec![
+                IndexArray::from_signed(ArrayData::I64(vec![0, 1, 2])),
+                IndexArray::from_signed(ArrayData::I64(crd)),
+            ],
+            ArrayData::F64(vec![1.0, 2.0]),
+            Validation::Checked,
+        )
+    };
+    let t = assemble(vec![3, 0]).unwrap();
+    assert_eq!(t.coordinates(Lvl(1)), Some(&u64s(&[3, 0])));
+    assert!(
+        matches!(
+            assemble(vec![3, -1]),
+            Err(StorageError::CoordinateOutOfBounds { position: 1, .. })
+        ),
+        "a negative coordinate is out of bounds, not wrapped into range"
+    );
+}

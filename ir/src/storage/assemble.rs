@@ -222,7 +222,7 @@ impl SparseTensor {
                 // typed slice (not looked up per parent: this runs once per row).
                 let positions = match lt.format() {
                     LevelFormat::Compressed => {
-                        self.levels[l].positions.as_ref().map(|p| p.to_u64_vec())
+                        self.levels[l].positions.as_ref().map(|p| p.as_u64s())
                     }
                     _ => None,
                 };
@@ -473,7 +473,7 @@ fn first_last_at_least<T: Copy + Into<u64>>(
 
 /// Positions non-decreasing and starting at 0 (`step` 1), or `lo <= hi` per pair (`step` 2).
 fn check_positions(lvl: Lvl, pos: &IndexArray, step: usize) -> Result<(), StorageError> {
-    let p = pos.to_u64_vec();
+    let p = pos.as_u64s();
     if step == 1 {
         if let Some(&first) = p.first().filter(|&&f| f != 0) {
             return Err(StorageError::PositionsStart { lvl, value: first });
@@ -492,7 +492,7 @@ fn check_positions(lvl: Lvl, pos: &IndexArray, step: usize) -> Result<(), Storag
 
 /// Every position at most `len`.
 fn check_within(lvl: Lvl, pos: &IndexArray, len: usize) -> Result<(), StorageError> {
-    match pos.to_u64_vec().iter().position(|&v| v > len as u64) {
+    match pos.as_u64s().iter().position(|&v| v > len as u64) {
         Some(i) => Err(StorageError::PositionOutOfRange {
             lvl,
             position: i,

@@ -96,6 +96,27 @@ impl IndexArray {
         }
     }
     /// All entries widened to `u64`.
+    /// The entries as `u64`s: borrowed when they are 64-bit already, else widened into a
+    /// copy (the checks of a stored tensor read positions this way, without copying the
+    /// common 64-bit ones).
+    pub fn as_u64s(&self) -> std::borrow::Cow<'_, [u64]> {
+        match self {
+            IndexArray::U64(v) => std::borrow::Cow::Borrowed(v),
+            other => std::borrow::Cow::Owned(other.to_u64_vec()),
+        }
+    }
+    /// Signed indices, as compiled kernels write them, reinterpreted as unsigned: `i64` as
+    /// [`IndexArray::U64`] and `i32` as [`IndexArray::U32`], the same buffer without a pass
+    /// over it; other types are converted entry by entry. A negative index becomes one too
+    /// large for any level, so the checks of [`super::Validation::Checked`] reject it.
+    pub fn from_signed(a: crate::ArrayData) -> IndexArray {
+        match a {
+            crate::ArrayData::I64(v) => IndexArray::U64(bytemuck::allocation::cast_vec(v)),
+            crate::ArrayData::I32(v) => IndexArray::U32(bytemuck::allocation::cast_vec(v)),
+            other => IndexArray::U64(other.to_i64_vec().into_iter().map(|x| x as u64).collect()),
+        }
+    }
+    /// The entries widened to `u64`, in a new vector.
     pub fn to_u64_vec(&self) -> Vec<u64> {
         match self {
             IndexArray::U8(v) => v.iter().map(|&x| u64::from(x)).collect(),

@@ -757,18 +757,10 @@ impl CoKernel {
                 })
             };
             // The passes write indices that are never negative (`Plan::index` wide, the
-            // positions always 64-bit), reinterpreted as unsigned in place; a negative one
-            // becomes too large for the checks below.
+            // positions always 64-bit), reinterpreted as unsigned without a pass over them; a
+            // negative one becomes too large for the checks below.
             use lacuna_ir::storage::{IndexArray, Validation};
-            let index = |a: ArrayData| -> IndexArray {
-                match a {
-                    ArrayData::I64(v) => IndexArray::U64(v.into_iter().map(|x| x as u64).collect()),
-                    ArrayData::I32(v) => IndexArray::U32(v.into_iter().map(|x| x as u32).collect()),
-                    other => {
-                        IndexArray::U64(other.to_i64_vec().into_iter().map(|x| x as u64).collect())
-                    }
-                }
-            };
+            let index = IndexArray::from_signed;
             let pos = index(take(format!("{}.pos", out.name))?);
             let mut crd = take(format!("{}.crd", out.name))?;
             let mut values = take(lower::vals_name(&out.name))?;
