@@ -999,6 +999,11 @@ pub fn run_coiteration(
     let mut result = None;
     for _ in 0..repeat.max(1) {
         b = fresh.clone();
+        // Each run after the first writes into the previous run's result, as a caller
+        // running the kernel repeatedly would reuse it; the first runs into fresh memory.
+        if let Some(previous) = result.take() {
+            k.recycle(&mut b, previous);
+        }
         let t = Instant::now();
         let out = coiteration_once(&k, compiled.as_ref(), target, &mut b, inputs)?;
         run_seconds.push(t.elapsed().as_secs_f64());

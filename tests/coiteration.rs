@@ -676,6 +676,108 @@ fn chunked_one_pass_is_bit_identical_to_serial() {
     }
 }
 
+/// A run handed the previous run's result (`CoKernel::recycle`, as `lacuna run --repeat` does)
+/// writes into its storage and gives the same result as a run into fresh arrays: nothing of the
+/// previous contents leaks, whether the previous result was larger or smaller, on every path
+/// (the serial one pass, chunks at 3 threads, the two passes of the interpreter). A result
+/// whose storage a clone shares, and a result of the wrong kind, are dropped.
+#[test]
+fn recycled_results_equal_fresh_ones() {
+    let (m, n) = (40, 30);
+    let bits: Vec<bool> = (0..200).map(|x| (x * 37 + 11) % 7 < 3).collect();
+    let dense_row: Pattern = (0..n).map(|k| (3, k)).collect();
+    let patterns = [
+        (pattern(m, n, &bits), pattern(m, n, &bits[9..])),
+        (dense_row.clone(), Pattern::new()),
+        (Pattern::new(), Pattern::new()),
+        (pattern(m, n, &bits[3..]), dense_row),
+    ];
+    for name in ["spadd", "spmul"] {
+        let p = kernel(name, &[("A", "csr")], None);
+        let k = CoKernel::new(&p).expect("compiles");
+        let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
+        for (threads, target) in [(1, Target::Jit), (3, Target::Jit), (1, Target::Interp)] {
+            let mut previous: Option<Output> = None;
+            for (round, (pa, pb)) in patterns.iter().chain(patterns.iter().rev()).enumerate() {
+                let inputs = BTreeMap::from([
+                    (
+                        "A".to_string(),
+                        Input::Coo(coo((m, n), &rough_values(pa, round as u64))),
+                    ),
+                    (
+                        "B".to_string(),
+                        Input::Coo(coo((m, n), &rough_values(pb, 9))),
+                    ),
+                ]);
+                let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
+                let want = run_once(&k, &compiled, &fresh, &inputs, threads, target);
+                let mut b = fresh.clone();
+                if let Some(prev) = previous.take() {
+                    k.recycle(&mut b, prev);
+                }
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .expect("pool");
+                let c = (target == Target::Jit).then_some(&compiled);
+                let got = pool
+                    .install(|| lacuna::driver::coiteration_once(&k, c, target, &mut b, &inputs))
+                    .expect("runs");
+                assert_eq!(
+                    got, want,
+                    "{name} round {round}, {threads} threads, {target:?}"
+                );
+                previous = Some(got);
+            }
+            // Shared storage is not reused (the clone keeps its contents); a dense output is
+            // not a sparse result's storage.
+            let (pa, pb) = &patterns[0];
+            let inputs = BTreeMap::from([
+                (
+                    "A".to_string(),
+                    Input::Coo(coo((m, n), &rough_values(pa, 1))),
+                ),
+                (
+                    "B".to_string(),
+                    Input::Coo(coo((m, n), &rough_values(pb, 2))),
+                ),
+            ]);
+            let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
+            let kept = run_once(&k, &compiled, &fresh, &inputs, threads, target);
+            let result_arrays = |b: &lacuna::stage1::Bindings| {
+                let mut names: Vec<&String> =
+                    b.buffers.keys().filter(|n| n.starts_with("C.")).collect();
+                names.sort();
+                names.into_iter().cloned().collect::<Vec<_>>()
+            };
+            let bound = result_arrays(&fresh);
+            let mut b = fresh.clone();
+            k.recycle(&mut b, kept.clone());
+            assert_eq!(result_arrays(&b), bound, "shared storage is dropped");
+            let mut unshared = fresh.clone();
+            k.recycle(
+                &mut unshared,
+                run_once(&k, &compiled, &fresh, &inputs, threads, target),
+            );
+            assert_eq!(
+                result_arrays(&unshared).len(),
+                3,
+                "{:?}",
+                result_arrays(&unshared)
+            );
+            k.recycle(
+                &mut b,
+                Output::Dense(lacuna::ir::DenseArray {
+                    shape: vec![m, n],
+                    data: lacuna::ir::ArrayData::F64(vec![0.0; m * n]),
+                }),
+            );
+            assert_eq!(result_arrays(&b), bound, "a dense output is dropped");
+            assert_eq!(run_once(&k, &compiled, &b, &inputs, threads, target), kept);
+        }
+    }
+}
+
 #[test]
 fn spgemm_and_masked_spgemm_match_the_dense_reference() {
     let strategy = (

@@ -59,6 +59,41 @@ impl ArrayData {
             DType::I64 => ArrayData::I64(Vec::with_capacity(capacity)),
         }
     }
+    /// [`ArrayData::reserved`], reusing this array's allocation when it stores `dtype`: its
+    /// contents dropped, its capacity grown to `capacity` when smaller. The pages of a reused
+    /// allocation are resident already, so a kernel writing it does not fault them in again.
+    pub fn into_reserved(self, dtype: DType, capacity: usize) -> ArrayData {
+        fn reuse<T>(mut v: Vec<T>, capacity: usize) -> Vec<T> {
+            v.clear();
+            v.reserve(capacity);
+            v
+        }
+        match (self, dtype) {
+            (ArrayData::F32(v), DType::F32) => ArrayData::F32(reuse(v, capacity)),
+            (ArrayData::F64(v), DType::F64) => ArrayData::F64(reuse(v, capacity)),
+            (ArrayData::I8(v), DType::I8) => ArrayData::I8(reuse(v, capacity)),
+            (ArrayData::I32(v), DType::I32 | DType::Bool) => ArrayData::I32(reuse(v, capacity)),
+            (ArrayData::I64(v), DType::I64) => ArrayData::I64(reuse(v, capacity)),
+            _ => ArrayData::reserved(dtype, capacity),
+        }
+    }
+    /// [`ArrayData::zeros`], reusing this array's allocation when it stores `dtype` (zeroed
+    /// in place, as [`ArrayData::fill_zeros`]); a fresh zeroed array otherwise.
+    pub fn into_zeros(self, dtype: DType, len: usize) -> ArrayData {
+        fn reuse<T: Clone>(mut v: Vec<T>, len: usize, zero: T) -> Vec<T> {
+            v.clear();
+            v.resize(len, zero);
+            v
+        }
+        match (self, dtype) {
+            (ArrayData::F32(v), DType::F32) => ArrayData::F32(reuse(v, len, 0.0)),
+            (ArrayData::F64(v), DType::F64) => ArrayData::F64(reuse(v, len, 0.0)),
+            (ArrayData::I8(v), DType::I8) => ArrayData::I8(reuse(v, len, 0)),
+            (ArrayData::I32(v), DType::I32 | DType::Bool) => ArrayData::I32(reuse(v, len, 0)),
+            (ArrayData::I64(v), DType::I64) => ArrayData::I64(reuse(v, len, 0)),
+            _ => ArrayData::zeros(dtype, len),
+        }
+    }
     /// Room for elements: at least the length.
     pub fn capacity(&self) -> usize {
         match self {

@@ -116,6 +116,16 @@ impl IndexArray {
             other => IndexArray::U64(other.to_i64_vec().into_iter().map(|x| x as u64).collect()),
         }
     }
+    /// The inverse of [`IndexArray::from_signed`] for its reinterpreted widths: [`IndexArray::U64`]
+    /// as `i64` and [`IndexArray::U32`] as `i32`, the same buffer; `None` for 8- and 16-bit
+    /// arrays. For handing a result's storage back to a kernel that writes signed indices.
+    pub fn into_signed(self) -> Option<crate::ArrayData> {
+        match self {
+            IndexArray::U64(v) => Some(crate::ArrayData::I64(bytemuck::allocation::cast_vec(v))),
+            IndexArray::U32(v) => Some(crate::ArrayData::I32(bytemuck::allocation::cast_vec(v))),
+            IndexArray::U8(_) | IndexArray::U16(_) => None,
+        }
+    }
     /// The entries widened to `u64`, in a new vector.
     pub fn to_u64_vec(&self) -> Vec<u64> {
         match self {

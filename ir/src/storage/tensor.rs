@@ -402,6 +402,20 @@ impl SparseTensor {
         }
         (buffers, ArrayData::clone(&self.values))
     }
+    /// The index buffers in storage-layout order and the values, as [`SparseTensor::disassemble`]
+    /// gives them but moved out, not copied, when this tensor is their only owner (no clone or
+    /// view shares them); `None` otherwise. For a caller that reuses their storage, e.g. the
+    /// next run of a kernel writing a result of the same shape.
+    pub fn into_unshared_buffers(self) -> Option<(Vec<IndexArray>, ArrayData)> {
+        let levels = Arc::try_unwrap(self.levels).ok()?;
+        let values = Arc::try_unwrap(self.values).ok()?;
+        let mut buffers = Vec::new();
+        for level in levels {
+            buffers.extend(level.positions);
+            buffers.extend(level.coordinates);
+        }
+        Some((buffers, values))
+    }
     /// The buffer named by `field`.
     pub fn field(&self, field: Field) -> Option<&IndexArray> {
         match field {

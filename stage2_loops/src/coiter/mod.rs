@@ -20,7 +20,7 @@ pub use lower::{row_range_params, OutMode, Pass, Plan};
 pub use notation::{analyze, is_coiteration, Assignment, TExpr, TRegion};
 
 use crate::ir::Func;
-use lacuna_ir::storage::SparseTensor;
+use lacuna_ir::storage::{IndexArray, SparseTensor};
 use lacuna_ir::{ArrayData, CooTensor, DType, DenseArray, Scalar};
 use lacuna_stage1::{eval_binop, eval_unop, size_value, Bindings, Input, Output, Program, Size};
 use notation::VKind;
@@ -413,8 +413,7 @@ impl CoKernel {
         if let Some(count) = &self.count {
             let pos_name = format!("{}.pos", out.name);
             let rows = self.rows(&b.params)?;
-            b.buffers
-                .insert(pos_name.clone(), ArrayData::zeros(DType::I64, rows + 1));
+            zeros_in(b, pos_name.clone(), DType::I64, rows + 1);
             exec(Pass::Count, count, b).map_err(|e| run_err(count, e))?;
             let mut pos = b.buffers[&pos_name].to_i64_vec();
             for r in 0..rows {
@@ -432,19 +431,51 @@ impl CoKernel {
     /// writes every slot it uses.
     fn insert_entries(&self, b: &mut Bindings, slots: usize, reserve: bool) {
         let out = self.assignment.output();
-        let array = |dtype| {
-            if reserve {
-                ArrayData::reserved(dtype, slots)
-            } else {
-                ArrayData::zeros(dtype, slots)
-            }
+        let arrays = [
+            (
+                format!("{}.crd", out.name),
+                self.plan.result_index(&self.assignment),
+            ),
+            (lower::vals_name(&out.name), out.dtype),
+        ];
+        for (name, dtype) in arrays {
+            let array = match (b.buffers.remove(&name), reserve) {
+                (Some(old), true) => old.into_reserved(dtype, slots),
+                (Some(old), false) => old.into_zeros(dtype, slots),
+                (None, true) => ArrayData::reserved(dtype, slots),
+                (None, false) => ArrayData::zeros(dtype, slots),
+            };
+            b.buffers.insert(name, array);
+        }
+    }
+
+    /// Hands a previous result of this kernel back to `b`, so that the next run writes its
+    /// positions, coordinates and values into that storage instead of fresh allocations. On a
+    /// large result, a run into fresh memory spends much of its time faulting pages in (the
+    /// kernel zeroes each one); reused pages are resident. Every pass re-initializes the
+    /// arrays it uses (zeroed positions, reserved or zeroed entries), so nothing of the
+    /// previous contents is read. A result this kernel cannot reuse (another layout, or storage
+    /// shared with a clone or view) is dropped.
+    pub fn recycle(&self, b: &mut Bindings, previous: Output) {
+        if self.plan.mode == OutMode::Dense || !self.rows_are_levels() {
+            return;
+        }
+        let Output::Sparse(t) = previous else {
+            return;
         };
-        b.buffers.insert(
-            format!("{}.crd", out.name),
-            array(self.plan.result_index(&self.assignment)),
-        );
-        b.buffers
-            .insert(lower::vals_name(&out.name), array(out.dtype));
+        let Some((buffers, values)) = t.into_unshared_buffers() else {
+            return;
+        };
+        let Ok([pos, crd]) = <[IndexArray; 2]>::try_from(buffers) else {
+            return;
+        };
+        let (Some(pos), Some(crd)) = (pos.into_signed(), crd.into_signed()) else {
+            return;
+        };
+        let out = &self.assignment.output().name;
+        b.buffers.insert(format!("{out}.pos"), pos);
+        b.buffers.insert(format!("{out}.crd"), crd);
+        b.buffers.insert(lower::vals_name(out), values);
     }
 
     /// Sets the one-pass function's rows `[lo, hi)` and its first result slot `q0`.
@@ -526,10 +557,7 @@ impl CoKernel {
         .into_iter()
         .map(|r| r as usize)
         .collect();
-        b.buffers.insert(
-            format!("{}.pos", out.name),
-            ArrayData::zeros(DType::I64, rows + 1),
-        );
+        zeros_in(b, format!("{}.pos", out.name), DType::I64, rows + 1);
         self.insert_entries(b, usize::try_from(total).unwrap_or(0), true);
         self.set_one_pass_range(b, 0, rows as i64, 0);
         Ok(Some(
@@ -688,10 +716,7 @@ impl CoKernel {
             }
         }
         let rows = self.rows(&b.params)?;
-        b.buffers.insert(
-            format!("{}.pos", out.name),
-            ArrayData::zeros(DType::I64, rows + 1),
-        );
+        zeros_in(b, format!("{}.pos", out.name), DType::I64, rows + 1);
         self.set_one_pass_range(b, 0, rows as i64, 0);
         self.insert_entries(b, bound, reserve);
         exec(f, b).map_err(|what| CoiterError::Run {
@@ -759,7 +784,7 @@ impl CoKernel {
             // The passes write indices that are never negative (`Plan::index` wide, the
             // positions always 64-bit), reinterpreted as unsigned without a pass over them; a
             // negative one becomes too large for the checks below.
-            use lacuna_ir::storage::{IndexArray, Validation};
+            use lacuna_ir::storage::Validation;
             let index = IndexArray::from_signed;
             let pos = index(take(format!("{}.pos", out.name))?);
             let mut crd = take(format!("{}.crd", out.name))?;
@@ -1217,4 +1242,14 @@ fn eval_point(
             Some(r.cast(want))
         }
     }
+}
+
+/// Binds `name` to `len` zeros of `dtype`, in the storage of the array bound under that name
+/// before when there is one (see [`CoKernel::recycle`]).
+fn zeros_in(b: &mut Bindings, name: String, dtype: DType, len: usize) {
+    let array = match b.buffers.remove(&name) {
+        Some(old) => old.into_zeros(dtype, len),
+        None => ArrayData::zeros(dtype, len),
+    };
+    b.buffers.insert(name, array);
 }
