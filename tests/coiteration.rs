@@ -477,6 +477,28 @@ fn rough_values(p: &Pattern, seed: u64) -> BTreeMap<(usize, usize), f64> {
         .collect()
 }
 
+/// Inputs `A` (`shape_a`, pattern `pa`) and `B` (`shape_b`, pattern `pb`) with
+/// [`rough_values`] from seeds `sa` and `sb`.
+fn rough_pair(
+    shape_a: (usize, usize),
+    pa: &Pattern,
+    sa: u64,
+    shape_b: (usize, usize),
+    pb: &Pattern,
+    sb: u64,
+) -> BTreeMap<String, Input> {
+    BTreeMap::from([
+        (
+            "A".to_string(),
+            Input::Coo(coo(shape_a, &rough_values(pa, sa))),
+        ),
+        (
+            "B".to_string(),
+            Input::Coo(coo(shape_b, &rough_values(pb, sb))),
+        ),
+    ])
+}
+
 /// One run of `k` through the driver (compiled functions for the JIT target) on a pool of
 /// `threads` workers, from a copy of the bindings `fresh`.
 fn run_once(
@@ -576,16 +598,7 @@ fn parallel_workspace_rows_are_bit_identical_to_serial() {
         assert!(k.plan.parallel_rows, "spgemm rows run in chunks");
         let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
         for (pa, pb) in &operands {
-            let inputs = BTreeMap::from([
-                (
-                    "A".to_string(),
-                    Input::Coo(coo((m, l), &rough_values(pa, 1))),
-                ),
-                (
-                    "B".to_string(),
-                    Input::Coo(coo((l, n), &rough_values(pb, 2))),
-                ),
-            ]);
+            let inputs = rough_pair((m, l), pa, 1, (l, n), pb, 2);
             let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
             let run = |threads, target| run_once(&k, &compiled, &fresh, &inputs, threads, target);
             let serial = run(1, Target::Jit);
@@ -646,16 +659,7 @@ fn chunked_one_pass_is_bit_identical_to_serial() {
             kinds.push(k.one_pass_row_positions().is_some());
             let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
             for (pa, pb) in &cases {
-                let inputs = BTreeMap::from([
-                    (
-                        "A".to_string(),
-                        Input::Coo(coo((m, n), &rough_values(pa, 1))),
-                    ),
-                    (
-                        "B".to_string(),
-                        Input::Coo(coo((m, n), &rough_values(pb, 2))),
-                    ),
-                ]);
+                let inputs = rough_pair((m, n), pa, 1, (m, n), pb, 2);
                 let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
                 let run =
                     |threads, target| run_once(&k, &compiled, &fresh, &inputs, threads, target);
@@ -732,16 +736,7 @@ fn recycled_results_equal_fresh_ones() {
             // Shared storage is not reused (the clone keeps its contents); a dense output is
             // not a sparse result's storage.
             let (pa, pb) = &patterns[0];
-            let inputs = BTreeMap::from([
-                (
-                    "A".to_string(),
-                    Input::Coo(coo((m, n), &rough_values(pa, 1))),
-                ),
-                (
-                    "B".to_string(),
-                    Input::Coo(coo((m, n), &rough_values(pb, 2))),
-                ),
-            ]);
+            let inputs = rough_pair((m, n), pa, 1, (m, n), pb, 2);
             let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
             let kept = run_once(&k, &compiled, &fresh, &inputs, threads, target);
             let result_arrays = |b: &lacuna::stage1::Bindings| {
