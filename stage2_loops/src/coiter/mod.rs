@@ -413,7 +413,7 @@ impl CoKernel {
         if let Some(count) = &self.count {
             let pos_name = format!("{}.pos", out.name);
             let rows = self.rows(&b.params)?;
-            zeros_in(b, pos_name.clone(), DType::I64, rows + 1);
+            rebind(b, pos_name.clone(), DType::I64, rows + 1, false);
             exec(Pass::Count, count, b).map_err(|e| run_err(count, e))?;
             let mut pos = b.buffers[&pos_name].to_i64_vec();
             for r in 0..rows {
@@ -439,13 +439,7 @@ impl CoKernel {
             (lower::vals_name(&out.name), out.dtype),
         ];
         for (name, dtype) in arrays {
-            let array = match (b.buffers.remove(&name), reserve) {
-                (Some(old), true) => old.into_reserved(dtype, slots),
-                (Some(old), false) => old.into_zeros(dtype, slots),
-                (None, true) => ArrayData::reserved(dtype, slots),
-                (None, false) => ArrayData::zeros(dtype, slots),
-            };
-            b.buffers.insert(name, array);
+            rebind(b, name, dtype, slots, reserve);
         }
     }
 
@@ -557,7 +551,7 @@ impl CoKernel {
         .into_iter()
         .map(|r| r as usize)
         .collect();
-        zeros_in(b, format!("{}.pos", out.name), DType::I64, rows + 1);
+        rebind(b, format!("{}.pos", out.name), DType::I64, rows + 1, false);
         self.insert_entries(b, usize::try_from(total).unwrap_or(0), true);
         self.set_one_pass_range(b, 0, rows as i64, 0);
         Ok(Some(
@@ -716,7 +710,7 @@ impl CoKernel {
             }
         }
         let rows = self.rows(&b.params)?;
-        zeros_in(b, format!("{}.pos", out.name), DType::I64, rows + 1);
+        rebind(b, format!("{}.pos", out.name), DType::I64, rows + 1, false);
         self.set_one_pass_range(b, 0, rows as i64, 0);
         self.insert_entries(b, bound, reserve);
         exec(f, b).map_err(|what| CoiterError::Run {
@@ -1244,12 +1238,15 @@ fn eval_point(
     }
 }
 
-/// Binds `name` to `len` zeros of `dtype`, in the storage of the array bound under that name
-/// before when there is one (see [`CoKernel::recycle`]).
-fn zeros_in(b: &mut Bindings, name: String, dtype: DType, len: usize) {
-    let array = match b.buffers.remove(&name) {
-        Some(old) => old.into_zeros(dtype, len),
-        None => ArrayData::zeros(dtype, len),
+/// Binds `name` to `len` zeros of `dtype`, or with `reserve` to an empty array with room for
+/// `len` ([`ArrayData::reserved`]), in the storage of the array bound under that name before
+/// when there is one (see [`CoKernel::recycle`]).
+fn rebind(b: &mut Bindings, name: String, dtype: DType, len: usize, reserve: bool) {
+    let array = match (b.buffers.remove(&name), reserve) {
+        (Some(old), true) => old.into_reserved(dtype, len),
+        (Some(old), false) => old.into_zeros(dtype, len),
+        (None, true) => ArrayData::reserved(dtype, len),
+        (None, false) => ArrayData::zeros(dtype, len),
     };
     b.buffers.insert(name, array);
 }
