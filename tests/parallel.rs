@@ -104,6 +104,8 @@ proptest! {
         let a = Input::Coo(coo(m, n, &e));
         let cases = [
             ("spmv", "spmv_parallel", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
+            // Prefetches 64 entries ahead across rows: clamped at each chunk's last entry.
+            ("spmv", "spmv_prefetch", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
             ("spmm", "spmm_split_k", BTreeMap::from([("A".to_string(), a.clone()), ("B".to_string(), dense(vec![n, k], 2))])),
             ("sddmm", "sddmm_parallel", BTreeMap::from([
                 ("S".to_string(), a.clone()),
@@ -306,12 +308,68 @@ fn builtin_spmm_prefetches_gathers_only_beyond_the_cache() {
             rows: 30_000,
             feat: Some(128),
             gathered_bytes: bytes,
+            ..Default::default()
         };
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
-        let prefetch = s.trace.iter().any(|t| {
-            matches!(t, lacuna::schedule::Instruction::Annotate { key, .. } if key == "prefetch")
-        });
-        assert_eq!(prefetch, want, "{bytes} bytes: {:?}", s.trace);
+        assert_eq!(prefetches(&s), want, "{bytes} bytes: {:?}", s.trace);
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
+}
+
+fn prefetches(s: &lacuna::schedule::ScheduleFile) -> bool {
+    s.trace.iter().any(|t| {
+        matches!(t, lacuna::schedule::Instruction::Annotate { key, .. } if key == "prefetch")
+    })
+}
+
+/// SpMV's built-in schedule prefetches its gathers of `x` exactly when they spread over
+/// `SPMV_PREFETCH_MIN_SPAN` bytes or more and rows are short (long rows are vectorized
+/// instead); the schedule replays.
+#[test]
+fn builtin_spmv_prefetches_scattered_gathers_only() {
+    use lacuna::driver::{builtin_schedule, DataStats, SPMV_PREFETCH_MIN_SPAN};
+    let p = example("spmv");
+    for (rows, span, want) in [
+        (100_000, SPMV_PREFETCH_MIN_SPAN - 8, false),
+        (100_000, SPMV_PREFETCH_MIN_SPAN, true),
+        // 50 entries per row: vector lanes, no prefetch.
+        (20_000, SPMV_PREFETCH_MIN_SPAN * 4, false),
+    ] {
+        let stats = DataStats {
+            nnz: 1_000_000,
+            rows,
+            gather_span_bytes: span,
+            ..Default::default()
+        };
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(prefetches(&s), want, "{rows} rows, span {span}: {:?}", s.trace);
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+}
+
+/// `gather_span_bytes`: a band stays narrow however large the matrix, scattered columns span
+/// the order of `x`'s size, and degenerate tensors give 0.
+#[test]
+fn gather_span_measures_the_distance_from_the_diagonal() {
+    use lacuna::driver::gather_span_bytes;
+    let n: usize = 200_000;
+    let band: Vec<_> = (0..n)
+        .flat_map(|i| [i.saturating_sub(1), i, (i + 1).min(n - 1)].map(|j| (i, j, 1.0)))
+        .collect();
+    // Median distance 1 (or 0): 16 bytes at most.
+    assert!(gather_span_bytes(&coo(n, n, &band)) <= 16);
+    // Columns spread evenly over the row: median distance about n / 4.
+    let scattered: Vec<_> = (0..n)
+        .flat_map(|i| (0..4).map(move |t| (i, (i * 7919 + t * 50_021) % n, 1.0)))
+        .collect();
+    let span = gather_span_bytes(&coo(n, n, &scattered));
+    assert!((2 * n..=16 * n).contains(&span), "span {span} for n = {n}");
+    // A rectangular band (2 columns per row, following the scaled diagonal) is narrow too.
+    let wide: Vec<_> = (0..1000).map(|i| (i, i * 50, 1.0)).collect();
+    assert_eq!(gather_span_bytes(&coo(1000, 50_000, &wide)), 0);
+    assert_eq!(gather_span_bytes(&coo(10, 10, &[])), 0);
+    let mut cube = coo(2, 2, &[(0, 1, 1.0)]);
+    cube.shape.push(2);
+    cube.coords.push(vec![0]);
+    assert_eq!(gather_span_bytes(&cube), 0);
 }

@@ -1050,15 +1050,18 @@ proptest! {
     #![proptest_config(config())]
 
     /// `annotate(atomic)` makes SpMV's reduction loop parallel (atomic adds); `pragma_unroll`
-    /// and `prefetch` change only the code: all equal the dense reference.
+    /// and `prefetch` change only the code: all equal the dense reference. The prefetch reads
+    /// `J.indices` `d` entries ahead across rows, clamped at the last entry of the matrix (or
+    /// of the parallel chunk), on empty and short rows too.
     #[test]
-    fn annotated_spmv((m, n, rows) in sparse_matrix(), seed in any::<u64>()) {
+    fn annotated_spmv((m, n, rows) in sparse_matrix(), seed in any::<u64>(), d in 1i64..80) {
         let p = kernel("spmv");
         let (inputs, want) = spmv_inputs(m, n, &rows, seed);
         for trace in [
             vec![annotate("spmv:j", "atomic", 0), Instruction::Parallel { r#loop: "spmv:j".into() }],
             vec![annotate("spmv:j", "pragma_unroll", 4)],
-            vec![annotate("spmv:j", "prefetch", 8)],
+            vec![annotate("spmv:j", "prefetch", d)],
+            vec![annotate("spmv:j", "prefetch", d), Instruction::Parallel { r#loop: "spmv:i".into() }],
         ] {
             for (target, out) in run_scheduled(&p, &trace, &inputs) {
                 assert_dense(&format!("{trace:?} {target}"), &out, &[m], &want);
@@ -1067,8 +1070,9 @@ proptest! {
     }
 
     /// `prefetch` on SpMM's entry loop, under register blocking (the gathers of `B` sit in a
-    /// nested vectorized loop): the prefetches read `J.indices` ahead, clamped to the row's
-    /// last entry, and change nothing else, on empty rows and short rows too.
+    /// nested vectorized loop): the prefetches read `J.indices` ahead across rows, clamped to
+    /// the last entry of the rows the loop nest walks, and change nothing else, on empty rows
+    /// and short rows too.
     #[test]
     fn spmm_gather_prefetch((m, n, rows) in sparse_matrix(), feat in 1usize..5, d in 1i64..12) {
         let feat = feat * 8;
@@ -1129,10 +1133,13 @@ fn annotations_reach_the_ir_and_unannotate_restores() {
         .expect("IR")
     };
     assert!(ir(&[annotate("spmv:j", "prefetch", 8)]).contains("@llvm.prefetch"));
-    // The gather `x[J.indices[j]]`: J.indices read at min(j + 8, end - 1), one line of x.
+    // The gather `x[J.indices[j]]`: J.indices read at j + 8 while below the end of the last
+    // row (`J.indptr[m]`, read at i = m - 1), else at the row's last entry; one line of x.
     let gather = ir(&[annotate("spmv:j", "prefetch", 8)]);
     assert!(
-        gather.contains("%pf.at = select") && gather.contains("%pf.gather = getelementptr double"),
+        gather.contains("%pf.at = select")
+            && gather.contains("%pf.last_row = sub i64")
+            && gather.contains("%pf.gather = getelementptr double"),
         "{gather}"
     );
     assert!(ir(&[annotate("spmv:j", "pragma_unroll", 4)]).contains("llvm.loop.unroll.count"));

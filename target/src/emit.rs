@@ -62,6 +62,12 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub pending_unroll: Option<u32>,
     /// A `prefetch` distance for the next counted loop emitted.
     pub pending_prefetch: Option<i64>,
+    /// With `pending_prefetch`: where the segments of the enclosing loop's remaining
+    /// iterations end (see [`Emitter::segments_end`]).
+    pub pending_prefetch_end: Option<IntValue<'ctx>>,
+    /// The counted loops being emitted around the current point, outermost first: each
+    /// variable with its (exclusive) upper bound, which dominates the loop's body.
+    pub loops: Vec<(&'a str, IntValue<'ctx>)>,
     /// GPU-only state: dynamic shared memory (see `crate::nvptx`).
     pub gpux: crate::nvptx::GpuExtras<'a, 'ctx>,
 }
@@ -130,6 +136,8 @@ pub(crate) fn build_module<'ctx>(
         gpu: false,
         pending_unroll: None,
         pending_prefetch: None,
+        pending_prefetch_end: None,
+        loops: Vec::new(),
         gpux: crate::nvptx::GpuExtras {
             globals: f
                 .buffers
@@ -264,6 +272,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 }
                 // A trip count read from memory is a sparse segment's length, often short.
                 let from_memory = reads_memory(start) || reads_memory(end);
+                if self.pending_prefetch.is_some() {
+                    self.pending_prefetch_end = self.segments_end(start, end)?;
+                }
                 self.for_loop(var, lo, hi, *kind, from_memory, body)?;
             }
             Stmt::If {
@@ -291,6 +302,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     ) -> R<()> {
         let unroll = self.pending_unroll.take();
         let prefetch = self.pending_prefetch.take();
+        let segments_end = self.pending_prefetch_end.take();
         {
             {
                 let pre = self.current_block()?;
@@ -323,9 +335,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 ));
                 if let Some(d) = prefetch {
                     self.prefetch_loads(var, iv, d, body)?;
-                    self.prefetch_gathers(var, iv, hi, d, body)?;
+                    self.prefetch_gathers(var, iv, hi, segments_end, d, body)?;
                 }
-                self.stmts(body)?;
+                self.loops.push((var, hi));
+                let emitted = self.stmts(body);
+                self.loops.pop();
+                emitted?;
                 self.env.pop();
                 // `iv < hi <= i64::MAX`, so the increment cannot overflow.
                 let next = self.builder.build_int_nsw_add(
@@ -629,6 +644,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         let r = self.stmts(body);
         self.pending_unroll = None;
         self.pending_prefetch = None;
+        self.pending_prefetch_end = None;
         r
     }
 
@@ -695,6 +711,77 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         Ok(())
     }
 
+    /// For a loop `for j in b[i]..b[i + 1]` over one segment of a row-pointer array `b` (casts
+    /// allowed), directly inside a counted loop over `i` with upper bound `h`: the end of
+    /// the last segment that loop walks, `b[h]` (the bound expression at `i = h - 1`, a
+    /// load that loop executes itself). Row pointers are validated non-decreasing when
+    /// bound, so every position from `b[i]` up to it lies in some segment of a later
+    /// iteration. `None` for other loops.
+    fn segments_end(
+        &mut self,
+        start: &'a lacuna_stage2::Expr,
+        end: &'a lacuna_stage2::Expr,
+    ) -> R<Option<IntValue<'ctx>>> {
+        use lacuna_stage1::BinOp;
+        use lacuna_stage2::Expr as E;
+        fn uncast(e: &lacuna_stage2::Expr) -> &lacuna_stage2::Expr {
+            match e {
+                E::Cast(_, a) => uncast(a),
+                e => e,
+            }
+        }
+        let Some(&(outer, h)) = self.loops.last() else {
+            return Ok(None);
+        };
+        let (
+            E::Load {
+                buffer: b0,
+                indices: i0,
+            },
+            E::Load {
+                buffer: b1,
+                indices: i1,
+            },
+        ) = (uncast(start), uncast(end))
+        else {
+            return Ok(None);
+        };
+        let is_outer = |e: &E| matches!(e, E::Var(v) if v == outer);
+        let segment = b0 == b1
+            && self.indptr.contains(b0.as_str())
+            && matches!(i0.as_slice(), [i] if is_outer(i))
+            && matches!(i1.as_slice(), [E::Binary(BinOp::Add, a, c)]
+                if is_outer(a) && matches!(**c, E::Int(1, _)));
+        // The variable must be the enclosing loop's own (not shadowed since).
+        let current = self
+            .env
+            .iter()
+            .rev()
+            .find(|(v, ..)| *v == outer)
+            .is_some_and(|(_, val, mutable)| !mutable && val.v.is_int_value());
+        if !segment || !current {
+            return Ok(None);
+        }
+        let i64t = self.ctx.i64_type();
+        let last_row = self
+            .builder
+            .build_int_sub(h, i64t.const_int(1, false), "pf.last_row")?;
+        self.env.push((
+            outer,
+            Val {
+                v: last_row.into(),
+                t: DType::I64,
+            },
+            false,
+        ));
+        let at = self.int_operand(end, |dtype| CodegenError::IndexType {
+            buffer: b1.clone(),
+            dtype,
+        });
+        self.env.pop();
+        Ok(Some(at?))
+    }
+
     /// `llvm.prefetch(p, read, locality 3, data)`: a hint that never faults.
     fn prefetch_read(&self, p: PointerValue<'ctx>) -> R<()> {
         let i32t = self.ctx.i32_type();
@@ -719,16 +806,26 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     /// `llvm.prefetch` of gathers in `body`, nested loops included: loads `b[index]` whose
     /// index reads `var` through loads `c[inner]` of positions computed without memory reads,
     /// e.g. SpMM's `B[J.indices[j] * feat + k]`. At the top of iteration `var` the index is
-    /// evaluated for `min(var + distance, hi - 1)`, nested loop variables at their start:
-    /// the loads of `c` it executes are ones the loop itself executes for that iteration (the
-    /// gather lies outside conditionals, in nested loops of constant positive extent), so
-    /// they stay in bounds; the prefetched address need not be. A gather inside a
-    /// `vectorized` loop of `n` lanes prefetches every cache line of its `n` elements.
+    /// evaluated for `var + distance` when that is below `hi` and for `hi - 1` otherwise,
+    /// nested loop variables at their start: the loads of `c` it executes are ones the loop
+    /// itself executes for that iteration (the gather lies outside conditionals, in nested
+    /// loops of constant positive extent), so they stay in bounds; the prefetched address need
+    /// not be. A gather inside a `vectorized` loop of `n` lanes prefetches every cache line of
+    /// its `n` elements.
+    ///
+    /// Across segments: when the loop walks one segment of a row-pointer array for each
+    /// iteration of the enclosing loop (`segments_end`, see [`Emitter::segments_end`]) and the
+    /// positions of the index's loads read no variable but `var` and nested loop variables,
+    /// `var + distance` is used up to the end of the enclosing loop's last segment instead:
+    /// every such position is one a later iteration of the enclosing loop executes, with the
+    /// same loads. SpMV's `x[J.indices[j]]` then prefetches into the next rows, which matters
+    /// when rows are short.
     fn prefetch_gathers(
         &mut self,
         var: &'a str,
         iv: IntValue<'ctx>,
         hi: IntValue<'ctx>,
+        segments_end: Option<IntValue<'ctx>>,
         distance: i64,
         body: &'a [Stmt],
     ) -> R<()> {
@@ -741,18 +838,36 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         }
         let i64t = self.ctx.i64_type();
         let one = i64t.const_int(1, false);
-        let ahead =
+        let next =
             self.builder
                 .build_int_add(iv, i64t.const_int(distance as u64, true), "pf.ahead")?;
         let last = self.builder.build_int_sub(hi, one, "pf.last")?;
-        let within = self
-            .builder
-            .build_int_compare(inkwell::IntPredicate::SLT, ahead, hi, "")?;
-        let ahead = self
-            .builder
-            .build_select(within, ahead, last, "pf.at")?
-            .into_int_value();
-        for g in found {
+        let clamped = |end: IntValue<'ctx>| -> R<IntValue<'ctx>> {
+            let within =
+                self.builder
+                    .build_int_compare(inkwell::IntPredicate::SLT, next, end, "")?;
+            Ok(self
+                .builder
+                .build_select(within, next, last, "pf.at")?
+                .into_int_value())
+        };
+        // Per gather: whether it may look into later segments.
+        let across: Vec<bool> = found
+            .iter()
+            .map(|g| segments_end.is_some() && positions_read_only(g, var))
+            .collect();
+        let at_across = match segments_end {
+            Some(end) if across.contains(&true) => Some(clamped(end)?),
+            _ => None,
+        };
+        let at_within = match across.contains(&false) {
+            true => Some(clamped(hi)?),
+            false => None,
+        };
+        for (g, across) in found.into_iter().zip(across) {
+            let Some(ahead) = (if across { at_across } else { at_within }) else {
+                continue;
+            };
             let Some((base, t)) = self.bufs.get(g.buffer).copied() else {
                 continue;
             };
@@ -1052,6 +1167,44 @@ fn gather_loads<'a, 'ctx>(
     }
 }
 
+/// Whether the positions of the loads that `g`'s index executes read no variable but `var`
+/// and nested loop variables (through the gather's `let`s): evaluated for a position of a
+/// later segment, they are the loads that segment's iteration executes.
+fn positions_read_only(g: &Gather<'_>, var: &str) -> bool {
+    use lacuna_stage2::Expr as E;
+    /// The gather's context: the prefetched loop's variable, nested loops, `let`s in order.
+    struct Scope<'s, 'a> {
+        var: &'s str,
+        g: &'s Gather<'a>,
+    }
+    impl Scope<'_, '_> {
+        fn allowed(&self, v: &str) -> bool {
+            v == self.var || self.g.inner.iter().any(|(w, _)| *w == v)
+        }
+        fn bound(&self, v: &str) -> Option<&E> {
+            self.g.lets.iter().rev().find(|(w, _)| *w == v).map(|l| l.1)
+        }
+        fn reads_only(&self, e: &E) -> bool {
+            match e {
+                E::Var(v) if self.allowed(v) => true,
+                E::Var(v) => self.bound(v).is_some_and(|x| self.reads_only(x)),
+                _ => e.children().into_iter().all(|c| self.reads_only(c)),
+            }
+        }
+        fn positions(&self, e: &E) -> bool {
+            match e {
+                E::Var(v) if self.allowed(v) => true,
+                E::Var(v) => self.bound(v).is_none_or(|x| self.positions(x)),
+                E::Load { indices, .. } => indices
+                    .iter()
+                    .all(|i| self.reads_only(i) && self.positions(i)),
+                _ => e.children().into_iter().all(|c| self.positions(c)),
+            }
+        }
+    }
+    Scope { var, g }.positions(g.index)
+}
+
 /// Whether `e` can be evaluated at the top of an iteration with the same meaning: constants,
 /// parameters, `var`, nested loop variables, immutable variables from outside the loop, and
 /// `let`s of the path whose values qualify (collected into `lets`); with `loads`, also loads at
@@ -1131,5 +1284,64 @@ fn reads(e: &lacuna_stage2::Expr, var: &str, path: &GatherPath<'_>) -> bool {
             .find(|(n, _)| *n == v.as_str())
             .is_some_and(|(_, value)| reads(value, var, path)),
         _ => e.children().into_iter().any(|c| reads(c, var, path)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{positions_read_only, Gather};
+    use lacuna_stage1::BinOp;
+    use lacuna_stage2::Expr as E;
+
+    fn var(v: &str) -> E {
+        E::Var(v.into())
+    }
+    fn load(b: &str, i: E) -> E {
+        E::Load {
+            buffer: b.into(),
+            indices: vec![i],
+        }
+    }
+    fn add(a: E, b: E) -> E {
+        E::Binary(BinOp::Add, Box::new(a), Box::new(b))
+    }
+    fn gather<'a>(index: &'a E, lets: Vec<(&'a str, &'a E)>, inner: Vec<(&'a str, i64)>) -> bool {
+        let g = Gather {
+            buffer: "x",
+            index,
+            lets,
+            inner,
+            lanes: 1,
+        };
+        positions_read_only(&g, "j")
+    }
+
+    /// A gather may look into later rows only when the positions it loads read nothing but
+    /// the prefetched loop's variable and nested loops' (directly or through `let`s); the
+    /// gathered address itself may read anything.
+    #[test]
+    fn gathers_cross_rows_only_with_row_free_positions() {
+        // x[J.indices[j]]; B[J.indices[j] + k] with k an enclosing loop's variable.
+        assert!(gather(&load("J.indices", var("j")), vec![], vec![]));
+        let b = add(load("J.indices", var("j")), var("k"));
+        assert!(gather(&b, vec![], vec![]));
+        // A nested loop's variable in the position.
+        let nested = load("c", add(var("j"), var("t")));
+        assert!(gather(&nested, vec![], vec![("t", 0)]));
+        // The row's variable in the position, directly or through a let.
+        assert!(!gather(&load("c", add(var("i"), var("j"))), vec![], vec![]));
+        let p = add(var("i"), var("j"));
+        let through = load("c", var("p"));
+        assert!(!gather(&through, vec![("p", &p)], vec![]));
+        let q = add(var("j"), var("j"));
+        let fine = load("c", var("q"));
+        assert!(gather(&fine, vec![("q", &q)], vec![]));
+        // A let read outside any position does not matter.
+        let r = load("c", var("j"));
+        let outside = add(var("r"), var("i"));
+        assert!(gather(&outside, vec![("r", &r)], vec![]));
+        // Nested loads: the inner position reads the row.
+        let deep = load("c", load("d", var("i")));
+        assert!(!gather(&deep, vec![], vec![]));
     }
 }
