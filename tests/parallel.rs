@@ -317,9 +317,9 @@ fn builtin_spmm_prefetches_gathers_only_beyond_the_cache() {
 }
 
 fn prefetches(s: &lacuna::schedule::ScheduleFile) -> bool {
-    s.trace.iter().any(|t| {
-        matches!(t, lacuna::schedule::Instruction::Annotate { key, .. } if key == "prefetch")
-    })
+    s.trace.iter().any(
+        |t| matches!(t, lacuna::schedule::Instruction::Annotate { key, .. } if key == "prefetch"),
+    )
 }
 
 /// SpMV's built-in schedule prefetches its gathers of `x` exactly when they spread over
@@ -342,7 +342,12 @@ fn builtin_spmv_prefetches_scattered_gathers_only() {
             ..Default::default()
         };
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
-        assert_eq!(prefetches(&s), want, "{rows} rows, span {span}: {:?}", s.trace);
+        assert_eq!(
+            prefetches(&s),
+            want,
+            "{rows} rows, span {span}: {:?}",
+            s.trace
+        );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
 }

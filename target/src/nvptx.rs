@@ -372,8 +372,8 @@ fn add_kernel<'ctx>(
         gpu: true,
         pending_unroll: None,
         pending_prefetch: None,
-            pending_prefetch_end: None,
-            loops: Vec::new(),
+        pending_prefetch_end: None,
+        loops: Vec::new(),
         hm: None,
         indptr: Default::default(),
         // A `Parallel` loop inside a GPU kernel runs serially in its thread.
