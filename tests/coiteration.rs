@@ -198,6 +198,9 @@ fn run_all_compiled(
     for o in &outs {
         if let (Output::Sparse(t), Some(enc)) = (o, declared) {
             assert_eq!(t.encoding(), enc, "result storage in the declared encoding");
+            // Release builds check only the result's positions when assembling it: every
+            // check holds (coordinates in bounds, sorted, unique).
+            t.validate().expect("a valid result");
         }
     }
     outs.iter().map(sparse_output).collect()

@@ -888,3 +888,36 @@ fn signed_indices_are_reinterpreted_and_a_negative_one_is_rejected() {
         "a negative coordinate is out of bounds, not wrapped into range"
     );
 }
+
+/// `Validation::Positions` checks positions (they address the rest) but takes the
+/// coordinates on trust; `validate` then finds what `Checked` would have rejected.
+#[test]
+fn positions_validation_checks_positions_only() {
+    let csr = preset("csr").unwrap();
+    let assemble = |pos: &[u64], crd: &[u64], v: Validation| {
+        let n = crd.len();
+        SparseTensor::assemble(
+            &csr,
+            &[2, 4],
+            vec![u64s(pos), u64s(crd)],
+            ArrayData::F64(vec![1.0; n]),
+            v,
+        )
+    };
+    // Row 0's coordinates out of order: only Checked and validate notice.
+    let unsorted = assemble(&[0, 2, 3], &[3, 1, 0], Validation::Positions).unwrap();
+    assert!(matches!(
+        unsorted.validate(),
+        Err(StorageError::Unsorted { .. })
+    ));
+    assert!(assemble(&[0, 2, 3], &[3, 1, 0], Validation::Checked).is_err());
+    assert!(assemble(&[0, 2, 3], &[1, 3, 0], Validation::Positions)
+        .unwrap()
+        .validate()
+        .is_ok());
+    // Decreasing positions are rejected as by Checked; Trusted lets them through.
+    for v in [Validation::Positions, Validation::Checked] {
+        assert!(assemble(&[0, 3, 2], &[0, 1], v).is_err(), "{v:?}");
+    }
+    assert!(assemble(&[0, 3, 2], &[0, 1], Validation::Trusted).is_ok());
+}
