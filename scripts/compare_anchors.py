@@ -13,6 +13,8 @@ Inputs:
                           adds SpMV's effective bandwidth as a share of STREAM triad
   --mlir FILE             lines of ../shared/bench/mlir/run_mlir.sh ("mlir kernel=.. matrix=..
                           K=.. min_s=.."); MLIR's sparsifier runs on one thread
+  --tuned FILE.jsonl      `lacuna bench` records of tuned schedules (compare-anchors TUNE=):
+                          a second table of tuned ratios beside the built-in schedule's
 
 The best reference at T threads is the fastest library measured at exactly T threads (scipy,
 numpy and MLIR run on one thread only).
@@ -118,6 +120,7 @@ def main():
     ap.add_argument("--anchors-text")
     ap.add_argument("--mlir")
     ap.add_argument("--machine")
+    ap.add_argument("--tuned")
     a = ap.parse_args()
     triad = {}
     if a.machine and os.path.exists(a.machine):
@@ -189,6 +192,37 @@ def main():
             bw = triad.get(kk[3])
             if gbps and bw:
                 print(f"| {kk[1]} | {kk[3]} | {gbps:.1f} | {bw:.1f} | {gbps / bw * 100:.0f}% |")
+    if a.tuned and os.path.exists(a.tuned):
+        tuned, _ = read_lacuna(a.tuned)
+        print()
+        print("Tuned schedules (`lacuna tune`, then the best schedule timed by `lacuna bench`) "
+              "beside the built-in schedule:")
+        print()
+        print("| kernel | K | matrix | T | built-in ms | tuned ms | best reference | ref ms "
+              "| built-in/best | tuned/best |")
+        print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|")
+        tgroups = defaultdict(list)
+        for kk in sorted(tuned, key=lambda k: (KERNEL_ORDER.get(k[0], 9), k[2] or 0, k[1], k[3])):
+            kernel, matrix, k, threads = kk
+            cands = by_key.get(kk, [])
+            if not cands:
+                continue
+            best_t, best_lib = min(cands)
+            tt = tuned[kk][0]
+            bt = lacuna[kk][0] if kk in lacuna else None
+            b_ratio = f"{bt / best_t:.2f}" if bt else "-"
+            tgroups[(kernel, k, threads)].append(tt / best_t)
+            print(f"| {kernel} | {k or '-'} | {matrix} | {threads} | {fmt_ms(bt)} | {fmt_ms(tt)} | "
+                  f"{best_lib} | {fmt_ms(best_t)} | {b_ratio} | {tt / best_t:.2f} |")
+        print()
+        print("| kernel | K | T | matrices | geomean tuned/best | geomean built-in/best (same matrices) |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for g in sorted(tgroups, key=lambda g: (KERNEL_ORDER.get(g[0], 9), g[1] or 0, g[2])):
+            kernel, k, threads = g
+            same = [lacuna[kk][0] / min(by_key[kk])[0] for kk in tuned
+                    if (kk[0], kk[2], kk[3]) == g and kk in lacuna and by_key.get(kk)]
+            print(f"| {kernel} | {k or '-'} | {threads} | {len(tgroups[g])} | {geomean(tgroups[g]):.2f} "
+                  f"| {geomean(same):.2f} |")
     print()
     print("Ratios are Lacuna's fastest run over the fastest reference's at the same thread count; "
           "below 1 means Lacuna is faster.")
