@@ -48,6 +48,9 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub hm: Option<&'a HostMachine>,
     /// Names of the `indptr` buffers (row pointers that balance parallel loops by nnz).
     pub indptr: std::collections::HashSet<&'a str>,
+    /// The `indices` buffer of each `indptr` buffer's axis (bound only with as many entries as
+    /// the row pointers' last one, which are validated non-decreasing).
+    pub indices_of: HashMap<&'a str, &'a str>,
     /// Inside an outlined parallel body: nested parallel loops run serially.
     pub in_parallel: bool,
     /// Outlined functions so far (for unique names).
@@ -63,8 +66,8 @@ pub(crate) struct Emitter<'a, 'ctx> {
     /// A `prefetch` distance for the next counted loop emitted.
     pub pending_prefetch: Option<i64>,
     /// With `pending_prefetch`: where the segments of the enclosing loop's remaining
-    /// iterations end (see [`Emitter::segments_end`]).
-    pub pending_prefetch_end: Option<IntValue<'ctx>>,
+    /// iterations end, with the segments' `indices` buffer (see [`Emitter::segments_end`]).
+    pub pending_prefetch_end: Option<(IntValue<'ctx>, &'a str)>,
     /// The counted loops being emitted around the current point, outermost first: each
     /// variable with its (exclusive) upper bound, which dominates the loop's body.
     pub loops: Vec<(&'a str, IntValue<'ctx>)>,
@@ -130,6 +133,7 @@ pub(crate) fn build_module<'ctx>(
             .filter(|b| matches!(b.kind, lacuna_stage2::BufferKind::Indptr(_)))
             .map(|b| b.name.as_str())
             .collect(),
+        indices_of: indices_of(f),
         in_parallel: false,
         outlined: Default::default(),
         env: Vec::new(),
@@ -712,16 +716,17 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     }
 
     /// For a loop `for j in b[i]..b[i + 1]` over one segment of a row-pointer array `b` (casts
-    /// allowed), directly inside a counted loop over `i` with upper bound `h`: the end of
-    /// the last segment that loop walks, `b[h]` (the bound expression at `i = h - 1`, a
-    /// load that loop executes itself). Row pointers are validated non-decreasing when
-    /// bound, so every position from `b[i]` up to it lies in some segment of a later
-    /// iteration. `None` for other loops.
+    /// allowed) inside a counted loop over `i` with upper bound `h`: the end of the last
+    /// segment that loop walks, `b[h]` (the bound expression at `i = h - 1`, a load that loop
+    /// executes itself), with the `indices` buffer of `b`'s axis. Row pointers are validated
+    /// non-decreasing when bound, and the `indices` buffer as long as their last entry, so
+    /// `indices[p]` is in bounds for every position `p` from `b[i]` up to `b[h]`. `None` for
+    /// other loops.
     fn segments_end(
         &mut self,
         start: &'a lacuna_stage2::Expr,
         end: &'a lacuna_stage2::Expr,
-    ) -> R<Option<IntValue<'ctx>>> {
+    ) -> R<Option<(IntValue<'ctx>, &'a str)>> {
         use lacuna_stage1::BinOp;
         use lacuna_stage2::Expr as E;
         fn uncast(e: &lacuna_stage2::Expr) -> &lacuna_stage2::Expr {
@@ -747,6 +752,9 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             return Ok(None);
         };
         let is_outer = |e: &E| matches!(e, E::Var(v) if v == outer);
+        let Some(&indices) = self.indices_of.get(b0.as_str()) else {
+            return Ok(None);
+        };
         let segment = b0 == b1
             && self.indptr.contains(b0.as_str())
             && matches!(i0.as_slice(), [i] if is_outer(i))
@@ -779,7 +787,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             dtype,
         });
         self.env.pop();
-        Ok(Some(at?))
+        Ok(Some((at?, indices)))
     }
 
     /// `llvm.prefetch(p, read, locality 3, data)`: a hint that never faults.
@@ -814,18 +822,17 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     /// its `n` elements.
     ///
     /// Across segments: when the loop walks one segment of a row-pointer array for each
-    /// iteration of the enclosing loop (`segments_end`, see [`Emitter::segments_end`]) and the
-    /// positions of the index's loads read no variable but `var` and nested loop variables,
-    /// `var + distance` is used up to the end of the enclosing loop's last segment instead:
-    /// every such position is one a later iteration of the enclosing loop executes, with the
-    /// same loads. SpMV's `x[J.indices[j]]` then prefetches into the next rows, which matters
-    /// when rows are short.
+    /// iteration of the enclosing loop (`segments`, see [`Emitter::segments_end`]) and the
+    /// index's only loads are of that array's `indices` at `var`, `var + distance` is used up
+    /// to the end of the enclosing loop's last segment instead, where those loads stay in
+    /// bounds. SpMV's `x[J.indices[j]]` and SpMM's `B[J.indices[j] * feat + k]` then prefetch
+    /// into the next rows, which matters when rows are short.
     fn prefetch_gathers(
         &mut self,
         var: &'a str,
         iv: IntValue<'ctx>,
         hi: IntValue<'ctx>,
-        segments_end: Option<IntValue<'ctx>>,
+        segments: Option<(IntValue<'ctx>, &'a str)>,
         distance: i64,
         body: &'a [Stmt],
     ) -> R<()> {
@@ -854,10 +861,10 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         // Per gather: whether it may look into later segments.
         let across: Vec<bool> = found
             .iter()
-            .map(|g| segments_end.is_some() && positions_read_only(g, var))
+            .map(|g| segments.is_some_and(|(_, indices)| loads_only_indices(g, var, indices)))
             .collect();
-        let at_across = match segments_end {
-            Some(end) if across.contains(&true) => Some(clamped(end)?),
+        let at_across = match segments {
+            Some((end, _)) if across.contains(&true) => Some(clamped(end)?),
             _ => None,
         };
         let at_within = match across.contains(&false) {
@@ -1167,42 +1174,45 @@ fn gather_loads<'a, 'ctx>(
     }
 }
 
-/// Whether the positions of the loads that `g`'s index executes read no variable but `var`
-/// and nested loop variables (through the gather's `let`s): evaluated for a position of a
-/// later segment, they are the loads that segment's iteration executes.
-fn positions_read_only(g: &Gather<'_>, var: &str) -> bool {
+/// Whether the only loads of `g`'s index (through its `let`s) are `indices[var]`.
+fn loads_only_indices(g: &Gather<'_>, var: &str, indices: &str) -> bool {
     use lacuna_stage2::Expr as E;
-    /// The gather's context: the prefetched loop's variable, nested loops, `let`s in order.
-    struct Scope<'s, 'a> {
-        var: &'s str,
-        g: &'s Gather<'a>,
-    }
-    impl Scope<'_, '_> {
-        fn allowed(&self, v: &str) -> bool {
-            v == self.var || self.g.inner.iter().any(|(w, _)| *w == v)
-        }
-        fn bound(&self, v: &str) -> Option<&E> {
-            self.g.lets.iter().rev().find(|(w, _)| *w == v).map(|l| l.1)
-        }
-        fn reads_only(&self, e: &E) -> bool {
-            match e {
-                E::Var(v) if self.allowed(v) => true,
-                E::Var(v) => self.bound(v).is_some_and(|x| self.reads_only(x)),
-                _ => e.children().into_iter().all(|c| self.reads_only(c)),
-            }
-        }
-        fn positions(&self, e: &E) -> bool {
-            match e {
-                E::Var(v) if self.allowed(v) => true,
-                E::Var(v) => self.bound(v).is_none_or(|x| self.positions(x)),
-                E::Load { indices, .. } => indices
-                    .iter()
-                    .all(|i| self.reads_only(i) && self.positions(i)),
-                _ => e.children().into_iter().all(|c| self.positions(c)),
-            }
+    fn walk(e: &E, g: &Gather<'_>, var: &str, indices: &str, depth: usize) -> bool {
+        match e {
+            E::Load {
+                buffer,
+                indices: at,
+            } => buffer == indices && matches!(at.as_slice(), [E::Var(v)] if v == var),
+            // A `let` of the path: its value counts (the lets are few and acyclic; the depth
+            // bound only guards against a malformed path).
+            E::Var(v) => match g.lets.iter().rev().find(|(w, _)| *w == v.as_str()) {
+                Some((_, x)) => depth < 64 && walk(x, g, var, indices, depth + 1),
+                None => true,
+            },
+            E::Search { .. } | E::Segment { .. } => false,
+            _ => e
+                .children()
+                .into_iter()
+                .all(|c| walk(c, g, var, indices, depth)),
         }
     }
-    Scope { var, g }.positions(g.index)
+    walk(g.index, g, var, indices, 0)
+}
+
+/// The `indices` buffer of each `indptr` buffer's axis in `f`.
+fn indices_of(f: &Func) -> HashMap<&str, &str> {
+    use lacuna_stage2::BufferKind as K;
+    f.buffers
+        .iter()
+        .filter_map(|b| match &b.kind {
+            K::Indptr(axis) => f
+                .buffers
+                .iter()
+                .find(|c| matches!(&c.kind, K::Indices(a) if a == axis))
+                .map(|c| (b.name.as_str(), c.name.as_str())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether `e` can be evaluated at the top of an iteration with the same meaning: constants,
@@ -1289,7 +1299,7 @@ fn reads(e: &lacuna_stage2::Expr, var: &str, path: &GatherPath<'_>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{positions_read_only, Gather};
+    use super::{loads_only_indices, Gather};
     use lacuna_stage1::BinOp;
     use lacuna_stage2::Expr as E;
 
@@ -1305,43 +1315,42 @@ mod tests {
     fn add(a: E, b: E) -> E {
         E::Binary(BinOp::Add, Box::new(a), Box::new(b))
     }
-    fn gather<'a>(index: &'a E, lets: Vec<(&'a str, &'a E)>, inner: Vec<(&'a str, i64)>) -> bool {
+    fn across<'a>(index: &'a E, lets: Vec<(&'a str, &'a E)>) -> bool {
         let g = Gather {
             buffer: "x",
             index,
             lets,
-            inner,
+            inner: vec![("t", 0)],
             lanes: 1,
         };
-        positions_read_only(&g, "j")
+        loads_only_indices(&g, "j", "J.indices")
     }
 
-    /// A gather may look into later rows only when the positions it loads read nothing but
-    /// the prefetched loop's variable and nested loops' (directly or through `let`s); the
-    /// gathered address itself may read anything.
+    /// A gather may look into later rows only when its index loads nothing but the walked
+    /// axis's `indices` at the loop's own position (directly or through `let`s); the gathered
+    /// address may read any variable.
     #[test]
-    fn gathers_cross_rows_only_with_row_free_positions() {
-        // x[J.indices[j]]; B[J.indices[j] + k] with k an enclosing loop's variable.
-        assert!(gather(&load("J.indices", var("j")), vec![], vec![]));
-        let b = add(load("J.indices", var("j")), var("k"));
-        assert!(gather(&b, vec![], vec![]));
-        // A nested loop's variable in the position.
-        let nested = load("c", add(var("j"), var("t")));
-        assert!(gather(&nested, vec![], vec![("t", 0)]));
-        // The row's variable in the position, directly or through a let.
-        assert!(!gather(&load("c", add(var("i"), var("j"))), vec![], vec![]));
-        let p = add(var("i"), var("j"));
-        let through = load("c", var("p"));
-        assert!(!gather(&through, vec![("p", &p)], vec![]));
-        let q = add(var("j"), var("j"));
-        let fine = load("c", var("q"));
-        assert!(gather(&fine, vec![("q", &q)], vec![]));
-        // A let read outside any position does not matter.
-        let r = load("c", var("j"));
-        let outside = add(var("r"), var("i"));
-        assert!(gather(&outside, vec![("r", &r)], vec![]));
-        // Nested loads: the inner position reads the row.
-        let deep = load("c", load("d", var("i")));
-        assert!(!gather(&deep, vec![], vec![]));
+    fn gathers_cross_rows_only_through_the_axis_indices() {
+        // x[J.indices[j]]; B[J.indices[j] + k] with k any other variable.
+        assert!(across(&load("J.indices", var("j")), vec![]));
+        assert!(across(&add(load("J.indices", var("j")), var("k")), vec![]));
+        let c = load("J.indices", var("j"));
+        assert!(across(&add(var("c"), var("i")), vec![("c", &c)]));
+        // Another buffer, another position, a position through arithmetic or a let.
+        assert!(!across(&load("K.indices", var("j")), vec![]));
+        assert!(!across(&load("J.indices", var("i")), vec![]));
+        assert!(!across(&load("J.indices", add(var("j"), var("t"))), vec![]));
+        let p = var("j");
+        assert!(!across(&load("J.indices", var("p")), vec![("p", &p)]));
+        let other = load("A", var("j"));
+        assert!(!across(
+            &add(var("o"), load("J.indices", var("j"))),
+            vec![("o", &other)]
+        ));
+        // Nested loads.
+        assert!(!across(
+            &load("J.indices", load("J.indices", var("j"))),
+            vec![]
+        ));
     }
 }

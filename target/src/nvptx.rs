@@ -376,6 +376,7 @@ fn add_kernel<'ctx>(
         loops: Vec::new(),
         hm: None,
         indptr: Default::default(),
+        indices_of: Default::default(),
         // A `Parallel` loop inside a GPU kernel runs serially in its thread.
         in_parallel: true,
         outlined: Default::default(),

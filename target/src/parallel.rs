@@ -249,6 +249,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             params: Default::default(),
             hm: self.hm,
             indptr: self.indptr.clone(),
+            indices_of: self.indices_of.clone(),
             in_parallel: true,
             outlined: self.outlined.clone(),
             env: Vec::new(),
