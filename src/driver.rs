@@ -1404,6 +1404,111 @@ pub fn storage_bytes(t: &lacuna_ir::storage::SparseTensor) -> usize {
     index + t.values().len() * t.values().dtype().size_bytes()
 }
 
+/// A storage format whose size `lacuna info` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InfoFormat {
+    /// `csr`.
+    Csr,
+    /// `csc`.
+    Csc,
+    /// `dcsr`.
+    Dcsr,
+    /// `coo`.
+    Coo,
+    /// `bsr(b,b)`.
+    Bsr(usize),
+    /// `ell(w)`.
+    Ell(usize),
+    /// `dense`.
+    Dense,
+}
+
+impl InfoFormat {
+    /// The preset's name (`lacuna_ir::encoding::preset`).
+    pub fn name(self) -> String {
+        match self {
+            InfoFormat::Csr => "csr".into(),
+            InfoFormat::Csc => "csc".into(),
+            InfoFormat::Dcsr => "dcsr".into(),
+            InfoFormat::Coo => "coo".into(),
+            InfoFormat::Bsr(b) => format!("bsr({b},{b})"),
+            InfoFormat::Ell(w) => format!("ell({w})"),
+            InfoFormat::Dense => "dense".into(),
+        }
+    }
+}
+
+/// The bytes [`storage_bytes`] gives for the matrix `coo` (2-D, entries sorted by row then
+/// column, without duplicates) stored in `format`, counted from its entries without building
+/// the storage: positions and coordinates at the preset's widths (native: 64 bits), values
+/// at their dtype's size. `None` for a tensor that is not 2-D, a format wider than a row, or
+/// a size beyond `usize`.
+pub fn preset_bytes(coo: &CooTensor, format: InfoFormat) -> Option<usize> {
+    let enc = lacuna_ir::encoding::preset(&format.name()).ok()?;
+    let width = |w: lacuna_ir::encoding::IndexWidth| match w.bits() {
+        0 => 8,
+        b => b as usize / 8,
+    };
+    let (pw, cw) = (width(enc.pos_width()), width(enc.crd_width()));
+    let vb = coo.values.dtype().size_bytes();
+    let (&[m, n], Some(r), Some(c)) = (&coo.shape[..], coo.coords.first(), coo.coords.get(1))
+    else {
+        return None;
+    };
+    let nnz = coo.nnz().min(r.len()).min(c.len());
+    // Sums of products, each checked.
+    let sum = |terms: &[(usize, usize)]| {
+        terms.iter().try_fold(0usize, |acc, &(a, b)| {
+            a.checked_mul(b).and_then(|x| acc.checked_add(x))
+        })
+    };
+    let entries = cw.checked_add(vb)?;
+    match format {
+        InfoFormat::Csr => sum(&[(m.checked_add(1)?, pw), (nnz, entries)]),
+        InfoFormat::Csc => sum(&[(n.checked_add(1)?, pw), (nnz, entries)]),
+        InfoFormat::Dcsr => {
+            let rows = (0..nnz).filter(|&e| e == 0 || r[e] != r[e - 1]).count();
+            // Level 0: two positions and the stored rows; level 1: CSR over them.
+            sum(&[(2, pw), (rows, cw), (rows + 1, pw), (nnz, entries)])
+        }
+        InfoFormat::Coo => sum(&[(2, pw), (nnz, cw.checked_mul(2)?.checked_add(vb)?)]),
+        InfoFormat::Bsr(b) => {
+            if b == 0 {
+                return None;
+            }
+            // Stored blocks: distinct block columns per block row (entries of a block row
+            // are contiguous in row order).
+            let mut blocks = 0usize;
+            let mut cols = Vec::new();
+            let mut e = 0;
+            while e < nnz {
+                let br = r[e] / b;
+                cols.clear();
+                while e < nnz && r[e] / b == br {
+                    cols.push(c[e] / b);
+                    e += 1;
+                }
+                cols.sort_unstable();
+                cols.dedup();
+                blocks += cols.len();
+            }
+            let block = b.checked_mul(b)?.checked_mul(vb)?;
+            sum(&[
+                (m.div_ceil(b).checked_add(1)?, pw),
+                (blocks, cw),
+                (blocks, block),
+            ])
+        }
+        InfoFormat::Ell(w) => {
+            if w == 0 || w > n.max(1) {
+                return None;
+            }
+            sum(&[(m, w.checked_mul(entries)?)])
+        }
+        InfoFormat::Dense => sum(&[(m.checked_mul(n)?, vb)]),
+    }
+}
+
 /// Shape, nnz, row-length statistics and storage bytes per format of a tensor file.
 pub fn info(path: &Path) -> Result<serde_json::Value, DriverError> {
     let mut coo = load_coo(path)?;
@@ -1427,30 +1532,22 @@ pub fn info(path: &Path) -> Result<serde_json::Value, DriverError> {
             coo.nnz() as f64 / lens.len() as f64
         };
         out["rows"] = serde_json::json!({ "empty": lens.iter().filter(|&&l| l == 0).count(), "max": max, "mean": mean, "histogram_pow2": hist });
+        // Counted from the entries, not built: bsr(4,4) of a 28M-entry graph would take
+        // gigabytes, and ELL as wide as the longest row far more.
         let mut formats = serde_json::Map::new();
-        let ell = format!("ell({})", max.max(1));
-        for name in [
-            "csr",
-            "csc",
-            "dcsr",
-            "coo",
-            "bsr(2,2)",
-            "bsr(4,4)",
-            ell.as_str(),
-            "dense",
+        for f in [
+            InfoFormat::Csr,
+            InfoFormat::Csc,
+            InfoFormat::Dcsr,
+            InfoFormat::Coo,
+            InfoFormat::Bsr(2),
+            InfoFormat::Bsr(4),
+            InfoFormat::Ell(max.max(1)),
+            InfoFormat::Dense,
         ] {
-            let bytes = lacuna_ir::encoding::preset(name).ok().and_then(|enc| {
-                let dense_too_big =
-                    name == "dense" && coo.shape.iter().product::<usize>() > 1 << 28;
-                if dense_too_big {
-                    None
-                } else {
-                    lacuna_ir::storage::SparseTensor::from_coo(&coo, &enc).ok()
-                }
-            });
             formats.insert(
-                name.to_string(),
-                bytes.map_or(serde_json::Value::Null, |t| storage_bytes(&t).into()),
+                f.name(),
+                preset_bytes(&coo, f).map_or(serde_json::Value::Null, Into::into),
             );
         }
         out["storage_bytes"] = formats.into();
