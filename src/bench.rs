@@ -740,7 +740,8 @@ pub fn run_bench(
                                     gathered_bytes: feat.map_or(0, |k| {
                                         m.coo.shape.get(1).copied().unwrap_or(0) * k * 8
                                     }),
-                                    gather_span_bytes: driver::gather_span_bytes(&m.coo),
+                                    gather_bytes: m.cols().saturating_mul(8),
+                                    scattered_permille: driver::scattered_gathers(&m.coo),
                                 };
                                 own = compile_kernel(def.name, format, sched.as_ref(), Some(data))
                                     .map_err(|e| in_config(&what, e))?;

@@ -725,40 +725,75 @@ pub struct DataStats {
     pub feat: Option<usize>,
     /// Bytes of SpMM's dense operand `B`, whose rows the kernel gathers (0 without one).
     pub gathered_bytes: usize,
-    /// How far apart in `x` a matrix-vector product's gathers fall: see [`gather_span_bytes`]
-    /// (of the sparse input with the most stored entries; 0 without a 2-D one).
-    pub gather_span_bytes: usize,
+    /// Bytes of `x` that a matrix-vector product gathers from: columns × 8 (f64) of the
+    /// sparse input with the most stored entries (0 without a 2-D one).
+    pub gather_bytes: usize,
+    /// How scattered those gathers are, in thousandths: see [`scattered_gathers`].
+    pub scattered_permille: usize,
 }
 
-/// Entries of a matrix that [`gather_span_bytes`] samples at most.
-const SPAN_SAMPLES: usize = 1 << 16;
+/// Rows that [`scattered_gathers`] samples at most (each with the rows before it).
+const SCATTER_SAMPLES: usize = 1024;
 
-/// The bytes of `x` (f64) that a product `A x` reads around a typical row: twice the median
-/// distance `|c - r * cols / rows|` of `a`'s entries `(r, c)` from its (scaled) diagonal,
-/// times 8, over at most [`SPAN_SAMPLES`] evenly spaced entries. Small for banded and FEM
-/// matrices, whose neighbouring rows gather neighbouring parts of `x` (lap3d-large's
-/// 7-point stencil: 2 KiB); the order of `x`'s size for scattered ones (graphs, random
-/// matrices), whose gathers miss the cache once `x` is beyond it. 0 for tensors that are not
-/// 2-D or have no entries. A dense band of long rows reads as wide although its gathers
-/// stream; SpMV's built-in schedule vectorizes such rows instead of prefetching them.
-pub fn gather_span_bytes(a: &CooTensor) -> usize {
-    let (Some(r), Some(c), &[rows, cols]) = (a.coords.first(), a.coords.get(1), &a.shape[..])
-    else {
+/// Rows before a sampled row whose gathers count as recent.
+const SCATTER_BEHIND: usize = 8;
+
+/// The share, in thousandths, of the sampled entries of `a` whose gather of `x` (at their
+/// column) lands on a cache line (8 f64) neither equal nor next to one that the previous
+/// [`SCATTER_BEHIND`] rows gather: near 0 when neighbouring rows gather neighbouring parts of
+/// `x`, as in banded, FEM and stencil matrices, or bands far from the diagonal (the hardware
+/// prefetcher follows such streams); near 1000 for graphs and random matrices, where each
+/// gather is a cache miss once `x` exceeds the cache. Samples up to [`SCATTER_SAMPLES`] rows
+/// evenly spread, in one pass over the entries (in any order). 0 for tensors that are not 2-D,
+/// with fewer rows than the window, or without sampled entries.
+pub fn scattered_gathers(a: &CooTensor) -> usize {
+    let (Some(r), Some(c), &[rows, _]) = (a.coords.first(), a.coords.get(1), &a.shape[..]) else {
         return 0;
     };
     let nnz = a.nnz().min(r.len()).min(c.len());
-    if nnz == 0 || rows == 0 {
+    if rows <= SCATTER_BEHIND || nnz == 0 {
         return 0;
     }
-    let step = nnz.div_ceil(SPAN_SAMPLES);
-    let scale = cols as f64 / rows as f64;
-    let mut distances: Vec<f64> = (0..nnz)
-        .step_by(step)
-        .map(|e| (c[e] as f64 - r[e] as f64 * scale).abs())
-        .collect();
-    let mid = distances.len() / 2;
-    let (_, median, _) = distances.select_nth_unstable_by(mid, f64::total_cmp);
-    (2.0 * *median * 8.0) as usize
+    let step = (rows / SCATTER_SAMPLES).max(1);
+    let windows = || (SCATTER_BEHIND..rows).step_by(step);
+    // The sampled rows and the rows before them, numbered.
+    const NONE: u32 = u32::MAX;
+    let mut slot = vec![NONE; rows];
+    let mut sampled = 0u32;
+    for w in windows() {
+        for s in &mut slot[w - SCATTER_BEHIND..=w] {
+            if *s == NONE {
+                *s = sampled;
+                sampled += 1;
+            }
+        }
+    }
+    let mut lines: Vec<Vec<usize>> = vec![Vec::new(); sampled as usize];
+    for e in 0..nnz {
+        if let Some(&s) = slot.get(r[e]) {
+            if s != NONE {
+                lines[s as usize].push(c[e] / 8);
+            }
+        }
+    }
+    let of = |q: usize| &lines[slot[q] as usize];
+    let (mut far, mut total) = (0usize, 0usize);
+    let mut recent = Vec::new();
+    for w in windows() {
+        recent.clear();
+        for q in w - SCATTER_BEHIND..w {
+            recent.extend_from_slice(of(q));
+        }
+        recent.sort_unstable();
+        recent.dedup();
+        for &line in of(w) {
+            let i = recent.partition_point(|&x| x + 1 < line);
+            let near = recent.get(i).is_some_and(|&x| x <= line + 1);
+            total += 1;
+            far += usize::from(!near);
+        }
+    }
+    (far * 1000).checked_div(total).unwrap_or(0)
 }
 
 impl DataStats {
@@ -786,20 +821,22 @@ impl DataStats {
             ),
             _ => (None, 0),
         };
-        let gather_span_bytes = inputs
+        let matrix = inputs
             .values()
             .filter_map(|i| match i {
                 Input::Coo(c) if c.shape.len() == 2 => Some(c),
                 _ => None,
             })
-            .max_by_key(|c| c.nnz())
-            .map_or(0, gather_span_bytes);
+            .max_by_key(|c| c.nnz());
+        let gather_bytes = matrix.map_or(0, |c| c.shape[1].saturating_mul(8));
+        let scattered_permille = matrix.map_or(0, scattered_gathers);
         DataStats {
             nnz,
             rows,
             feat,
             gathered_bytes,
-            gather_span_bytes,
+            gather_bytes,
+            scattered_permille,
         }
     }
 
@@ -830,13 +867,17 @@ pub const SPMM_PREFETCH_DISTANCE: i64 = 8;
 /// by side.
 pub const SPMV_VECTOR_MIN_ROW: f64 = 32.0;
 
-/// [`gather_span_bytes`] from which SpMV's built-in schedule (rows not vectorized) prefetches
-/// the gathers of `x` [`SPMV_PREFETCH_DISTANCE`] entries ahead, into the following rows:
-/// twice the 512 KiB L2 of these machines. `lacuna bench`, builtin and prefetching side by
-/// side, one thread: uniform random 100k × 100k with 10 per row (`x` 800 KB) 1.81 → 1.36 ms,
-/// 1m (8 MB) 35.4 → 16.7 ms, rmat-large (2.1M rows, 28.5M entries) 126 → 79 ms; with `x`
-/// within L2 prefetching only costs (cage10 0.077 → 0.162 ms, random 30k: 0.22 → 0.32 ms).
-pub const SPMV_PREFETCH_MIN_SPAN: usize = 1 << 20;
+/// Bytes of `x` from which SpMV's built-in schedule (rows not vectorized) prefetches its
+/// scattered gathers (see [`SPMV_PREFETCH_MIN_SCATTERED`]) [`SPMV_PREFETCH_DISTANCE`] entries
+/// ahead, into the following rows: the 512 KiB L2 of these machines. `lacuna bench`, built-in
+/// and prefetching side by side, one thread: uniform random 100k × 100k with 10 per row (`x`
+/// 800 KB) 1.81 → 1.36 ms, 1m (8 MB) 35.4 → 16.7 ms, rmat-large (2.1M rows, 28.5M entries)
+/// 126 → 79 ms; with `x` within L2 prefetching only costs (cage10 0.077 → 0.162 ms, random
+/// 30k: 0.22 → 0.32 ms), and so it does on a band (a C loop on lap3d-large: 13.7 → 17.5 ms).
+pub const SPMV_PREFETCH_MIN_BYTES: usize = 512 << 10;
+
+/// [`scattered_gathers`] (thousandths) from which SpMV's built-in schedule prefetches.
+pub const SPMV_PREFETCH_MIN_SCATTERED: usize = 500;
 
 /// Entries ahead that SpMV's built-in prefetch reads `J.indices` (a C loop on rmat-large:
 /// 16 → 123 ms, 32 → 98, 64 → 91, 128 → 87, 256 → 92, none → 134).
@@ -860,8 +901,9 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 ///   reassociate the sum: results may differ from the serial order in the last bits.
 /// - SpMV (`examples/spmv.ron`) with at least [`SPMV_VECTOR_MIN_ROW`] entries per row on
 ///   average vectorizes each row's sum (reassociated likewise); with shorter rows whose
-///   gathers of `x` are scattered over [`SPMV_PREFETCH_MIN_SPAN`] or more, it prefetches them
-///   [`SPMV_PREFETCH_DISTANCE`] entries ahead, across rows.
+///   gathers are scattered ([`SPMV_PREFETCH_MIN_SCATTERED`]) over an `x` of
+///   [`SPMV_PREFETCH_MIN_BYTES`] or more, it prefetches them [`SPMV_PREFETCH_DISTANCE`]
+///   entries ahead, across rows.
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
     builtin_schedule(p, &DataStats::of(inputs))
 }
@@ -925,7 +967,9 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             trace.push(I::Vectorize {
                 r#loop: "spmv:j".into(),
             });
-        } else if data.gather_span_bytes >= SPMV_PREFETCH_MIN_SPAN {
+        } else if data.gather_bytes >= SPMV_PREFETCH_MIN_BYTES
+            && data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED
+        {
             trace.push(I::Annotate {
                 r#loop: "spmv:j".into(),
                 key: "prefetch".into(),

@@ -322,59 +322,89 @@ fn prefetches(s: &lacuna::schedule::ScheduleFile) -> bool {
     )
 }
 
-/// SpMV's built-in schedule prefetches its gathers of `x` exactly when they spread over
-/// `SPMV_PREFETCH_MIN_SPAN` bytes or more and rows are short (long rows are vectorized
-/// instead); the schedule replays.
+/// SpMV's built-in schedule prefetches its gathers of `x` exactly when they are scattered
+/// (`SPMV_PREFETCH_MIN_SCATTERED`) over an `x` of `SPMV_PREFETCH_MIN_BYTES` or more, and rows
+/// are short (long rows are vectorized instead); the schedule replays.
 #[test]
 fn builtin_spmv_prefetches_scattered_gathers_only() {
-    use lacuna::driver::{builtin_schedule, DataStats, SPMV_PREFETCH_MIN_SPAN};
+    use lacuna::driver::{
+        builtin_schedule, DataStats, SPMV_PREFETCH_MIN_BYTES as B, SPMV_PREFETCH_MIN_SCATTERED as S,
+    };
     let p = example("spmv");
-    for (rows, span, want) in [
-        (100_000, SPMV_PREFETCH_MIN_SPAN - 8, false),
-        (100_000, SPMV_PREFETCH_MIN_SPAN, true),
+    for (rows, bytes, scattered, want) in [
+        (100_000, B, S, true),
+        (100_000, B - 8, S, false),
+        (100_000, B, S - 1, false),
+        (100_000, B * 64, 1000, true),
         // 50 entries per row: vector lanes, no prefetch.
-        (20_000, SPMV_PREFETCH_MIN_SPAN * 4, false),
+        (20_000, B * 4, 1000, false),
     ] {
         let stats = DataStats {
             nnz: 1_000_000,
             rows,
-            gather_span_bytes: span,
+            gather_bytes: bytes,
+            scattered_permille: scattered,
             ..Default::default()
         };
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
         assert_eq!(
             prefetches(&s),
             want,
-            "{rows} rows, span {span}: {:?}",
+            "{rows} rows, {bytes} bytes, {scattered}‰: {:?}",
             s.trace
         );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
 }
 
-/// `gather_span_bytes`: a band stays narrow however large the matrix, scattered columns span
-/// the order of `x`'s size, and degenerate tensors give 0.
+/// `scattered_gathers`: neighbouring rows gathering neighbouring parts of `x` (a band, a
+/// stencil, a band far from the diagonal) read as not scattered, whatever the matrix's size;
+/// random columns as scattered; degenerate tensors give 0.
 #[test]
-fn gather_span_measures_the_distance_from_the_diagonal() {
-    use lacuna::driver::gather_span_bytes;
+fn scattered_gathers_tell_streams_from_random_columns() {
+    use lacuna::driver::scattered_gathers;
     let n: usize = 200_000;
     let band: Vec<_> = (0..n)
         .flat_map(|i| [i.saturating_sub(1), i, (i + 1).min(n - 1)].map(|j| (i, j, 1.0)))
         .collect();
-    // Median distance 1 (or 0): 16 bytes at most.
-    assert!(gather_span_bytes(&coo(n, n, &band)) <= 16);
-    // Columns spread evenly over the row: median distance about n / 4.
-    let scattered: Vec<_> = (0..n)
-        .flat_map(|i| (0..4).map(move |t| (i, (i * 7919 + t * 50_021) % n, 1.0)))
+    assert!(scattered_gathers(&coo(n, n, &band)) <= 10);
+    // A 7-point stencil on a 50³ grid: seven streams.
+    let g: usize = 50;
+    let cells = g * g * g;
+    let stencil: Vec<_> = (0..cells)
+        .flat_map(|i| {
+            [
+                i.checked_sub(g * g),
+                i.checked_sub(g),
+                i.checked_sub(1),
+                Some(i),
+                Some(i + 1),
+                Some(i + g),
+                Some(i + g * g),
+            ]
+            .into_iter()
+            .flatten()
+            .filter(move |&j| j < cells)
+            .map(move |j| (i, j, 1.0))
+        })
         .collect();
-    let span = gather_span_bytes(&coo(n, n, &scattered));
-    assert!((2 * n..=16 * n).contains(&span), "span {span} for n = {n}");
-    // A rectangular band (2 columns per row, following the scaled diagonal) is narrow too.
-    let wide: Vec<_> = (0..1000).map(|i| (i, i * 50, 1.0)).collect();
-    assert_eq!(gather_span_bytes(&coo(1000, 50_000, &wide)), 0);
-    assert_eq!(gather_span_bytes(&coo(10, 10, &[])), 0);
+    assert!(scattered_gathers(&coo(cells, cells, &stencil)) <= 10);
+    // The band moved half the matrix away from the diagonal: still streams.
+    let shifted: Vec<_> = band
+        .iter()
+        .map(|&(i, j, v)| (i, (j + n / 2) % n, v))
+        .collect();
+    assert!(scattered_gathers(&coo(n, n, &shifted)) <= 10);
+    // Columns spread over the whole row.
+    let scattered: Vec<_> = (0..n)
+        .flat_map(|i| (0..4).map(move |t| (i, (i * 7919 + t * 50_021 + i * i) % n, 1.0)))
+        .collect();
+    let s = scattered_gathers(&coo(n, n, &scattered));
+    assert!(s >= 900, "{s}‰ for random columns");
+    assert_eq!(scattered_gathers(&coo(10, 10, &[])), 0);
+    assert_eq!(scattered_gathers(&coo(4, 4, &[(1, 1, 1.0)])), 0);
     let mut cube = coo(2, 2, &[(0, 1, 1.0)]);
     cube.shape.push(2);
     cube.coords.push(vec![0]);
-    assert_eq!(gather_span_bytes(&cube), 0);
+    assert_eq!(scattered_gathers(&cube), 0);
 }
