@@ -104,6 +104,11 @@ def read_mlir(path):
     return out
 
 
+def group_order(g):
+    """Table order of a (kernel, K, threads) group."""
+    return (KERNEL_ORDER.get(g[0], 9), g[1] or 0, g[2])
+
+
 def geomean(xs):
     xs = [x for x in xs if x > 0 and math.isfinite(x)]
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
@@ -173,7 +178,7 @@ def main():
     print()
     print("| kernel | K | T | matrices | geomean Lacuna/best | geomean Lacuna/MLIR |")
     print("|---|---:|---:|---:|---:|---:|")
-    for g in sorted(groups, key=lambda g: (KERNEL_ORDER.get(g[0], 9), g[1] or 0, g[2])):
+    for g in sorted(groups, key=group_order):
         kernel, k, threads = g
         m = f"{geomean(mlir_groups[g]):.2f}" if mlir_groups.get(g) else "-"
         print(f"| {kernel} | {k or '-'} | {threads} | {len(groups[g])} | {geomean(groups[g]):.2f} | {m} |")
@@ -217,7 +222,7 @@ def main():
         print()
         print("| kernel | K | T | matrices | geomean tuned/best | geomean built-in/best (same matrices) |")
         print("|---|---:|---:|---:|---:|---:|")
-        for g in sorted(tgroups, key=lambda g: (KERNEL_ORDER.get(g[0], 9), g[1] or 0, g[2])):
+        for g in sorted(tgroups, key=group_order):
             kernel, k, threads = g
             same = [lacuna[kk][0] / min(by_key[kk])[0] for kk in tuned
                     if (kk[0], kk[2], kk[3]) == g and kk in lacuna and by_key.get(kk)]

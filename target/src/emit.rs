@@ -692,19 +692,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             let Some((base, t)) = self.bufs.get(buffer).copied() else {
                 continue;
             };
-            self.env.push((
-                var,
-                Val {
-                    v: ahead.into(),
-                    t: DType::I64,
-                },
-                false,
-            ));
-            let idx = self.int_operand(index, |dtype| CodegenError::IndexType {
-                buffer: buffer.to_string(),
-                dtype,
-            });
-            self.env.pop();
+            let idx = self.index_at(index, var, ahead, buffer);
             // A prefetch never faults, so an address past the end is harmless (plain GEP).
             let p = unsafe {
                 self.builder
@@ -774,20 +762,8 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         let last_row = self
             .builder
             .build_int_sub(h, i64t.const_int(1, false), "pf.last_row")?;
-        self.env.push((
-            outer,
-            Val {
-                v: last_row.into(),
-                t: DType::I64,
-            },
-            false,
-        ));
-        let at = self.int_operand(end, |dtype| CodegenError::IndexType {
-            buffer: b1.clone(),
-            dtype,
-        });
-        self.env.pop();
-        Ok(Some((at?, indices)))
+        let at = self.index_at(end, outer, last_row, b1)?;
+        Ok(Some((at, indices)))
     }
 
     /// `llvm.prefetch(p, read, locality 3, data)`: a hint that never faults.

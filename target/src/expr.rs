@@ -185,6 +185,31 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         Ok(self.convert(v, DType::I64)?.v.into_int_value())
     }
 
+    /// The index `e` into `buffer` (an integer widened to `i64`) evaluated with the variable
+    /// `var` bound to `at` instead of its value in scope.
+    pub(crate) fn index_at(
+        &mut self,
+        e: &'a Expr,
+        var: &'a str,
+        at: IntValue<'ctx>,
+        buffer: &str,
+    ) -> R<IntValue<'ctx>> {
+        self.env.push((
+            var,
+            Val {
+                v: at.into(),
+                t: DType::I64,
+            },
+            false,
+        ));
+        let idx = self.int_operand(e, |dtype| CodegenError::IndexType {
+            buffer: buffer.to_string(),
+            dtype,
+        });
+        self.env.pop();
+        idx
+    }
+
     /// A condition as `i1` (non-`bool` values test against zero, as in the interpreters).
     pub(crate) fn cond(&mut self, e: &'a Expr) -> R<IntValue<'ctx>> {
         let v = self.expr(e)?;
