@@ -736,11 +736,13 @@ pub fn run_bench(
                                     nnz: m.coo.nnz(),
                                     rows: m.rows(),
                                     feat,
-                                    // B: one row of `feat` f64 per column of the matrix.
-                                    gathered_bytes: feat.map_or(0, |k| {
-                                        m.coo.shape.get(1).copied().unwrap_or(0) * k * 8
-                                    }),
-                                    gather_bytes: m.cols().saturating_mul(8),
+                                    // SpMM's B: one row of `feat` f64 per column of the
+                                    // matrix; SpMV's x: one f64 per column.
+                                    gathered_bytes: match (def.name, feat) {
+                                        ("spmm", Some(k)) => m.cols().saturating_mul(k * 8),
+                                        ("spmv", _) => m.cols().saturating_mul(8),
+                                        _ => 0,
+                                    },
                                     scattered_permille: driver::scattered_gathers(&m.coo),
                                 };
                                 own = compile_kernel(def.name, format, sched.as_ref(), Some(data))

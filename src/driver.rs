@@ -723,12 +723,10 @@ pub struct DataStats {
     pub rows: usize,
     /// SpMM's feature width (the second extent of `B`).
     pub feat: Option<usize>,
-    /// Bytes of SpMM's dense operand `B`, whose rows the kernel gathers (0 without one).
+    /// Bytes of the dense operand the kernel gathers from at the sparse input's columns:
+    /// SpMM's `B` (its rows), SpMV's `x` (its elements); 0 without one.
     pub gathered_bytes: usize,
-    /// Bytes of `x` that a matrix-vector product gathers from: columns × 8 (f64) of the
-    /// sparse input with the most stored entries (0 without a 2-D one).
-    pub gather_bytes: usize,
-    /// How scattered those gathers are, in thousandths: see [`scattered_gathers`].
+    /// How scattered the gathers are, in thousandths: see [`scattered_gathers`].
     pub scattered_permille: usize,
 }
 
@@ -814,11 +812,10 @@ impl DataStats {
             })
             .max()
             .map_or(0, |(_, rows)| rows);
-        let (feat, gathered_bytes) = match inputs.get("B") {
-            Some(Input::Dense(d)) if d.shape.len() == 2 => (
-                Some(d.shape[1]),
-                d.data.len().saturating_mul(d.data.dtype().size_bytes()),
-            ),
+        let bytes = |d: &DenseArray| d.data.len().saturating_mul(d.data.dtype().size_bytes());
+        let (feat, gathered_bytes) = match (inputs.get("B"), inputs.get("x")) {
+            (Some(Input::Dense(b)), _) if b.shape.len() == 2 => (Some(b.shape[1]), bytes(b)),
+            (_, Some(Input::Dense(x))) if x.shape.len() == 1 => (None, bytes(x)),
             _ => (None, 0),
         };
         let matrix = inputs
@@ -828,14 +825,12 @@ impl DataStats {
                 _ => None,
             })
             .max_by_key(|c| c.nnz());
-        let gather_bytes = matrix.map_or(0, |c| c.shape[1].saturating_mul(8));
         let scattered_permille = matrix.map_or(0, scattered_gathers);
         DataStats {
             nnz,
             rows,
             feat,
             gathered_bytes,
-            gather_bytes,
             scattered_permille,
         }
     }
@@ -967,7 +962,7 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             trace.push(I::Vectorize {
                 r#loop: "spmv:j".into(),
             });
-        } else if data.gather_bytes >= SPMV_PREFETCH_MIN_BYTES
+        } else if data.gathered_bytes >= SPMV_PREFETCH_MIN_BYTES
             && data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED
         {
             trace.push(I::Annotate {
@@ -1468,6 +1463,21 @@ pub enum InfoFormat {
 }
 
 impl InfoFormat {
+    /// The formats `lacuna info` reports, for a matrix whose longest row holds `max_row`
+    /// entries (ELL as wide as that row).
+    pub fn reported(max_row: usize) -> [InfoFormat; 8] {
+        [
+            InfoFormat::Csr,
+            InfoFormat::Csc,
+            InfoFormat::Dcsr,
+            InfoFormat::Coo,
+            InfoFormat::Bsr(2),
+            InfoFormat::Bsr(4),
+            InfoFormat::Ell(max_row.max(1)),
+            InfoFormat::Dense,
+        ]
+    }
+
     /// The preset's name (`lacuna_ir::encoding::preset`).
     pub fn name(self) -> String {
         match self {
@@ -1579,16 +1589,7 @@ pub fn info(path: &Path) -> Result<serde_json::Value, DriverError> {
         // Counted from the entries, not built: bsr(4,4) of a 28M-entry graph would take
         // gigabytes, and ELL as wide as the longest row far more.
         let mut formats = serde_json::Map::new();
-        for f in [
-            InfoFormat::Csr,
-            InfoFormat::Csc,
-            InfoFormat::Dcsr,
-            InfoFormat::Coo,
-            InfoFormat::Bsr(2),
-            InfoFormat::Bsr(4),
-            InfoFormat::Ell(max.max(1)),
-            InfoFormat::Dense,
-        ] {
+        for f in InfoFormat::reported(max) {
             formats.insert(
                 f.name(),
                 preset_bytes(&coo, f).map_or(serde_json::Value::Null, Into::into),

@@ -342,7 +342,7 @@ fn builtin_spmv_prefetches_scattered_gathers_only() {
         let stats = DataStats {
             nnz: 1_000_000,
             rows,
-            gather_bytes: bytes,
+            gathered_bytes: bytes,
             scattered_permille: scattered,
             ..Default::default()
         };
@@ -401,6 +401,13 @@ fn scattered_gathers_tell_streams_from_random_columns() {
         .collect();
     let s = scattered_gathers(&coo(n, n, &scattered));
     assert!(s >= 900, "{s}‰ for random columns");
+    // `lacuna run`'s statistics: SpMV's `x` is the gathered operand.
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(n, n, &scattered))),
+        ("x".to_string(), dense(vec![n], 1)),
+    ]);
+    let stats = lacuna::driver::DataStats::of(&inputs);
+    assert_eq!((stats.gathered_bytes, stats.scattered_permille), (n * 8, s));
     assert_eq!(scattered_gathers(&coo(10, 10, &[])), 0);
     assert_eq!(scattered_gathers(&coo(4, 4, &[(1, 1, 1.0)])), 0);
     let mut cube = coo(2, 2, &[(0, 1, 1.0)]);

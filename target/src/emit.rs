@@ -68,9 +68,10 @@ pub(crate) struct Emitter<'a, 'ctx> {
     /// With `pending_prefetch`: where the segments of the enclosing loop's remaining
     /// iterations end, with the segments' `indices` buffer (see [`Emitter::segments_end`]).
     pub pending_prefetch_end: Option<(IntValue<'ctx>, &'a str)>,
-    /// The counted loops being emitted around the current point, outermost first: each
-    /// variable with its (exclusive) upper bound, which dominates the loop's body.
-    pub loops: Vec<(&'a str, IntValue<'ctx>)>,
+    /// The counted loops and conditionals being emitted around the current point, outermost
+    /// first: a loop as its variable, that variable's value and its (exclusive) upper bound,
+    /// which dominates the loop's body; a conditional (`if`, `while`) as `None`.
+    pub loops: Vec<Option<(&'a str, IntValue<'ctx>, IntValue<'ctx>)>>,
     /// GPU-only state: dynamic shared memory (see `crate::nvptx`).
     pub gpux: crate::nvptx::GpuExtras<'a, 'ctx>,
 }
@@ -286,7 +287,10 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 then_body,
                 else_body,
             } => {
-                self.if_else(cond, then_body, else_body)?;
+                self.loops.push(None);
+                let emitted = self.if_else(cond, then_body, else_body);
+                self.loops.pop();
+                emitted?;
             }
             other => self.simple_stmt(other)?,
         }
@@ -341,7 +345,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                     self.prefetch_loads(var, iv, d, body)?;
                     self.prefetch_gathers(var, iv, hi, segments_end, d, body)?;
                 }
-                self.loops.push((var, hi));
+                self.loops.push(Some((var, iv, hi)));
                 let emitted = self.stmts(body);
                 self.loops.pop();
                 emitted?;
@@ -446,7 +450,10 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 let c = self.cond(cond)?;
                 self.builder.build_conditional_branch(c, body_bb, exit)?;
                 self.builder.position_at_end(body_bb);
-                self.stmts(body)?;
+                self.loops.push(None);
+                let emitted = self.stmts(body);
+                self.loops.pop();
+                emitted?;
                 self.builder.build_unconditional_branch(head)?;
                 self.builder.position_at_end(exit);
             }
@@ -704,9 +711,10 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     }
 
     /// For a loop `for j in b[i]..b[i + 1]` over one segment of a row-pointer array `b` (casts
-    /// allowed) inside a counted loop over `i` with upper bound `h`: the end of the last
-    /// segment that loop walks, `b[h]` (the bound expression at `i = h - 1`, a load that loop
-    /// executes itself), with the `indices` buffer of `b`'s axis. Row pointers are validated
+    /// allowed) directly in the body of a counted loop over `i` with upper bound `h` (no
+    /// conditional between, so every iteration runs it): the end of the last segment that
+    /// loop walks, `b[h]` (the bound expression at `i = h - 1`, a load that loop executes
+    /// itself), with the `indices` buffer of `b`'s axis. Row pointers are validated
     /// non-decreasing when bound, and the `indices` buffer as long as their last entry, so
     /// `indices[p]` is in bounds for every position `p` from `b[i]` up to `b[h]`. `None` for
     /// other loops.
@@ -723,7 +731,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 e => e,
             }
         }
-        let Some(&(outer, h)) = self.loops.last() else {
+        let Some(&Some((outer, iv, h))) = self.loops.last() else {
             return Ok(None);
         };
         let (
@@ -744,17 +752,16 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             return Ok(None);
         };
         let segment = b0 == b1
-            && self.indptr.contains(b0.as_str())
             && matches!(i0.as_slice(), [i] if is_outer(i))
             && matches!(i1.as_slice(), [E::Binary(BinOp::Add, a, c)]
                 if is_outer(a) && matches!(**c, E::Int(1, _)));
-        // The variable must be the enclosing loop's own (not shadowed since).
+        // `i` must still name the loop's own variable (not a `let` shadowing it).
         let current = self
             .env
             .iter()
             .rev()
             .find(|(v, ..)| *v == outer)
-            .is_some_and(|(_, val, mutable)| !mutable && val.v.is_int_value());
+            .is_some_and(|(_, val, mutable)| !mutable && val.v == BasicValueEnum::from(iv));
         if !segment || !current {
             return Ok(None);
         }
