@@ -114,6 +114,15 @@ struct TuneCmd {
     /// Do not use earlier records (of this data or similar matrices) to start the search.
     #[arg(long)]
     no_warm_start: bool,
+    /// Rounds of the final round: when the search stops, the best few candidates and the
+    /// built-in schedule are measured again side by side this many times, and the median of
+    /// each one's rounds decides the best (0: the search's single measurements decide). After
+    /// the budget and the trial limit.
+    #[arg(long, default_value_t = 3)]
+    final_rounds: usize,
+    /// Candidates of the final round besides the built-in schedule.
+    #[arg(long, default_value_t = 3)]
+    finalists: usize,
     /// Hide the progress bar.
     #[arg(long)]
     quiet: bool,
@@ -607,6 +616,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
                         amortize: cmd.amortize,
                         resume: cmd.resume,
                         warm_start: !cmd.no_warm_start,
+                        final_rounds: cmd.final_rounds,
+                        finalists: cmd.finalists,
                     },
                     strategy: cmd
                         .strategy

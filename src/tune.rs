@@ -864,7 +864,8 @@ pub fn summary_json(s: &lacuna_tuning::Summary) -> serde_json::Value {
         "resumed": s.resumed,
         "strategy": s.strategy.name(),
         "space_size": s.space_size.to_string(),
-        "trials": s.records.len(),
+        "trials": s.records.iter().filter(|r| !r.is_final()).count(),
+        "final_round": final_round_json(&s.records),
         "failed": s.failed(),
         "invalid": invalid,
         "stop": format!("{:?}", s.stop).to_lowercase(),
@@ -873,11 +874,25 @@ pub fn summary_json(s: &lacuna_tuning::Summary) -> serde_json::Value {
             "trial": b.trial,
             "seconds": b.score,
             "conversion_seconds": b.timing.map(|t| t.conversion),
+            "final_round": b.final_round,
             "speedup_over_builtin": base.zip(b.score).map(|(d, t)| d / t),
             "decisions": b.decisions,
             "schedule": b.schedule().to_ron(),
         })),
         "trials_to_95_percent": lacuna_tuning::report::trials_to_reach(&s.records, 0.95),
+    })
+}
+
+/// The final round in the summary: its finalists and how many of them failed in it (`null`
+/// without one).
+fn final_round_json(records: &[Record]) -> serde_json::Value {
+    let verdicts: Vec<&Record> = records.iter().filter(|r| r.is_final()).collect();
+    if verdicts.is_empty() {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({
+        "finalists": verdicts.len(),
+        "failed": verdicts.iter().filter(|r| r.status != Status::Ok).count(),
     })
 }
 

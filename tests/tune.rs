@@ -202,8 +202,9 @@ fn crashing_hanging_and_wrong_candidates_are_recorded_as_failed() {
         .output()
         .expect("runs");
     let summary: serde_json::Value = serde_json::from_str(&ok(&out)).expect("JSON summary");
-    let rs = records(&db);
-    assert_eq!(rs.len(), 9, "{rs:#?}");
+    let all = records(&db);
+    let rs: Vec<Record> = all.iter().filter(|r| !r.is_final()).cloned().collect();
+    assert_eq!(rs.len(), 9, "{all:#?}");
     let by_trial: BTreeMap<usize, &Record> = rs.iter().map(|r| (r.trial, r)).collect();
     assert_eq!(by_trial[&2].status, Status::Crashed);
     assert!(
@@ -235,6 +236,32 @@ fn crashing_hanging_and_wrong_candidates_are_recorded_as_failed() {
     }
     assert_eq!(summary["failed"], 3);
     assert_eq!(summary["trials"], 9);
+    // The final round: the built-in schedule (trial 0) and the three best of the others that
+    // ran, each measured three more times; the failed ones are not among them.
+    let verdicts: Vec<&Record> = all.iter().filter(|r| r.is_final()).collect();
+    assert_eq!(verdicts.len(), 4, "{verdicts:#?}");
+    assert_eq!(summary["final_round"]["finalists"], 4);
+    assert_eq!(summary["final_round"]["failed"], 0);
+    let judged: BTreeSet<usize> = verdicts
+        .iter()
+        .filter_map(|r| r.final_round.as_ref().map(|f| f.of_trial))
+        .collect();
+    assert_eq!(judged.len(), 4);
+    assert!(judged.contains(&0), "{judged:?}");
+    for v in &verdicts {
+        assert_eq!(v.status, Status::Ok, "{:?}", v.detail);
+        let f = v.final_round.as_ref().expect("verdict");
+        assert!([0, 1, 3, 6, 7, 8].contains(&f.of_trial), "{}", f.of_trial);
+        assert_eq!(f.scores.len(), 3);
+        assert_eq!(v.trace, by_trial[&f.of_trial].trace);
+    }
+    let best = &summary["best"]["final_round"];
+    assert_eq!(
+        best["scores"].as_array().map(Vec::len),
+        Some(3),
+        "{summary}"
+    );
+    assert!(judged.contains(&(best["of_trial"].as_u64().unwrap_or(99) as usize)));
 }
 
 /// SIGKILL the tuner mid-run, then `--resume`: every finished record is kept as it was, none
@@ -305,7 +332,10 @@ fn a_killed_run_resumes_without_losing_or_repeating_records() {
         .expect("runs");
     let summary: serde_json::Value = serde_json::from_str(&ok(&out)).expect("JSON");
     assert_eq!(summary["resumed"], true);
-    let after = records(&db);
+    let all = records(&db);
+    // The resumed run's final round comes after its 14 trials.
+    assert_eq!(all.iter().filter(|r| r.is_final()).count(), 4);
+    let after: Vec<Record> = all.iter().filter(|r| !r.is_final()).cloned().collect();
     assert_eq!(after.len(), 14);
     assert!(
         std::fs::read_to_string(&db)
@@ -374,15 +404,13 @@ fn the_best_record_replays_to_the_same_ir_and_results() {
     let svg = std::fs::read_to_string(report.join("convergence.svg")).expect("svg");
     assert!(svg.starts_with("<svg") || svg.contains("<svg"), "an SVG");
     let rs = records(&db);
+    // The final round's verdicts rank first.
     let best = rs
         .iter()
         .filter(|r| r.status == Status::Ok)
-        .min_by(|a, b| {
-            a.score
-                .unwrap_or(f64::INFINITY)
-                .total_cmp(&b.score.unwrap_or(f64::INFINITY))
-        })
+        .min_by(|a, b| lacuna::tuning::db::rank(a, b))
         .expect("a successful record");
+    assert!(best.is_final());
     assert_eq!(summary["best"]["trial"], best.trial);
     let sched = dir.path().join("best.ron");
     ok(&lacuna(&[

@@ -28,7 +28,8 @@ fn tune_error(e: &TuneCliError) -> PyErr {
 #[pyfunction]
 #[pyo3(signature = (kernel, inputs, db, worker, *, budget, strategy=None, trials=None,
     threads=None, resume=false, report=None, amortize=None, params=None, batch=8, seed=0,
-    timeout=30.0, min_seconds=0.05, decompositions=5, warm_start=true, progress=true))]
+    timeout=30.0, min_seconds=0.05, decompositions=5, warm_start=true, progress=true,
+    final_rounds=3, finalists=3))]
 #[allow(clippy::too_many_arguments)]
 pub fn tune(
     py: Python<'_>,
@@ -51,6 +52,8 @@ pub fn tune(
     decompositions: usize,
     warm_start: bool,
     progress: bool,
+    final_rounds: usize,
+    finalists: usize,
 ) -> PyResult<String> {
     let bad = |m: &str| Err(TuneError::new_err(m.to_string()));
     if !(budget.is_finite() && budget > 0.0) {
@@ -92,6 +95,8 @@ pub fn tune(
             amortize,
             resume,
             warm_start,
+            final_rounds,
+            finalists,
             ..TuneOptions::default()
         },
         strategy,

@@ -27,7 +27,13 @@ def test_tuned_spmm_is_correct_and_replays(tmp_path, rng):
     s = lacuna.tune(spmm, {"A": a, "B": b}, db=db, budget=60, trials=6, threads=1,
                     progress=False, report=tmp_path / "report")
     assert s["trials"] == 6
-    assert len(records(db)) == 6
+    rs = records(db)
+    assert len([r for r in rs if "final_round" not in r]) == 6
+    # The final round: the best few and the built-in schedule again, three rounds each.
+    verdicts = [r for r in rs if "final_round" in r]
+    assert s["final_round"]["finalists"] == len(verdicts) >= 2
+    assert all(len(r["final_round"]["scores"]) == 3 for r in verdicts)
+    assert s["best"]["trial"] in {r["trial"] for r in verdicts}
     assert (tmp_path / "report" / "convergence.svg").is_file()
     best = s["best"]
     assert best["seconds"] > 0
@@ -59,8 +65,9 @@ def test_a_crashing_candidate_does_not_take_python_down(tmp_path, monkeypatch, r
     db = tmp_path / "tune.jsonl"
     monkeypatch.setenv("LACUNA_TUNE_INJECT", "crash:2")
     s = lacuna.tune(kernel("spmm"), {"A": a, "B": b}, db=db, budget=60, trials=4, threads=1,
-                    strategy="exhaustive", progress=False)
+                    strategy="exhaustive", progress=False, final_rounds=0)
     by_trial = {r["trial"]: r for r in records(db)}
+    assert len(by_trial) == 4 and s["final_round"] is None
     assert by_trial[2]["status"] == "crashed"
     assert "SIGSEGV" in by_trial[2]["detail"]
     assert s["failed"] == 1 and s["trials"] == 4

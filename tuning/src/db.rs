@@ -84,12 +84,31 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<Timing>,
     /// The time the search ranks by: the fastest run, plus conversion time divided by the
-    /// number of runs it is amortized over when that was given.
+    /// number of runs it is amortized over when that was given. For a record of the final
+    /// round, the median of its rounds' scores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// Set on a record of a run's final round: the verdict on re-measuring an earlier trial
+    /// side by side with the other finalists (see [`crate::TuneOptions::final_rounds`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_round: Option<FinalRound>,
+}
+
+/// What the final round measured for one finalist.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FinalRound {
+    /// The trial of the run it re-measured.
+    pub of_trial: usize,
+    /// The score of each round that ran, in order (seconds).
+    pub scores: Vec<f64>,
 }
 
 impl Record {
+    /// Whether the record is a final round's verdict.
+    pub fn is_final(&self) -> bool {
+        self.final_round.is_some()
+    }
+
     /// The trace as a schedule file for the record's kernel.
     pub fn schedule(&self) -> ScheduleFile {
         ScheduleFile {
@@ -221,8 +240,19 @@ impl Database {
     }
 }
 
+/// The order in which records rank: a final round's verdicts (each measured side by side with
+/// the other finalists, several times) before single measurements, then by score (a record
+/// without one last); `min_by` keeps the earliest of equals.
+pub fn rank(a: &Record, b: &Record) -> std::cmp::Ordering {
+    let key = |r: &Record| (!r.is_final(), r.score.unwrap_or(f64::INFINITY));
+    let (fa, sa) = key(a);
+    let (fb, sb) = key(b);
+    fa.cmp(&fb).then(sa.total_cmp(&sb))
+}
+
 /// The best successful record among `records` for a kernel and data, preferring this machine
-/// and thread count: lowest score, ties broken by the earliest.
+/// and thread count: a final round's verdict before single measurements ([`rank`]), then the
+/// lowest score, ties broken by the earliest.
 pub fn best<'a>(
     records: &'a [Record],
     kernel_hash: &str,
@@ -241,11 +271,7 @@ pub fn best<'a>(
             .iter()
             .filter(ok)
             .filter(|r| filter(r))
-            .min_by(|a, b| {
-                a.score
-                    .unwrap_or(f64::INFINITY)
-                    .total_cmp(&b.score.unwrap_or(f64::INFINITY))
-            })
+            .min_by(|a, b| rank(a, b))
     };
     let id = machine.id();
     pick(&|r| r.machine.id() == id && threads.is_none_or(|t| r.threads == t))
@@ -254,7 +280,7 @@ pub fn best<'a>(
 }
 
 /// Records of the same kernel on other data, nearest first by matrix features: for each of up
-/// to `n` other data signatures, its best successful record.
+/// to `n` other data signatures, its best successful record ([`rank`]).
 pub fn similar<'a>(
     records: &'a [Record],
     kernel_hash: &str,
@@ -268,7 +294,7 @@ pub fn similar<'a>(
         .filter(|r| r.kernel_hash == kernel_hash && r.data != data && r.status == Status::Ok)
     {
         let e = best_per_data.entry(r.data.as_str()).or_insert(r);
-        if r.score.unwrap_or(f64::INFINITY) < e.score.unwrap_or(f64::INFINITY) {
+        if rank(r, e).is_lt() {
             *e = r;
         }
     }

@@ -15,7 +15,7 @@ pub mod strategy;
 pub mod template;
 pub mod tuner;
 
-pub use db::{Database, DbError, Record, Status, Timing};
+pub use db::{Database, DbError, FinalRound, Record, Status, Timing};
 pub use features::{coo_stats, data_signature, kernel_hash, Machine, MatrixFeatures};
 pub use space::{Decision, Point, Space};
 pub use strategy::StrategyKind;

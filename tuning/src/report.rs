@@ -5,11 +5,13 @@ use plotters::prelude::*;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Best time so far after each trial (seconds; `None` until a trial succeeds).
+/// Best time so far after each trial of the search (seconds; `None` until a trial succeeds);
+/// the final round's verdicts are not trials of the search and are left out.
 pub fn convergence(records: &[Record]) -> Vec<(usize, Option<f64>)> {
     let mut best: Option<f64> = None;
     records
         .iter()
+        .filter(|r| !r.is_final())
         .enumerate()
         .map(|(i, r)| {
             if r.status == Status::Ok {
@@ -33,24 +35,31 @@ pub fn trials_to_reach(records: &[Record], fraction: f64) -> Option<usize> {
         .map(|(i, _)| *i)
 }
 
-/// The `n` fastest successful records as a text table, with their speedup over `baseline`.
+/// The `n` fastest successful records as a text table, with their speedup over `baseline`, in
+/// the order they rank ([`crate::db::rank`]): the final round's verdicts first (a trial with a
+/// verdict is listed by it alone), `meas` telling how many measurements (side-by-side rounds) a time sums up.
 pub fn table(records: &[Record], baseline: Option<f64>, n: usize) -> String {
+    let judged: std::collections::BTreeSet<usize> = records
+        .iter()
+        .filter_map(|r| r.final_round.as_ref().map(|f| f.of_trial))
+        .collect();
     let mut ok: Vec<&Record> = records
         .iter()
         .filter(|r| r.status == Status::Ok && r.score.is_some())
+        .filter(|r| r.is_final() || !judged.contains(&r.trial))
         .collect();
-    ok.sort_by(|a, b| {
-        a.score
-            .unwrap_or(f64::INFINITY)
-            .total_cmp(&b.score.unwrap_or(f64::INFINITY))
-    });
+    ok.sort_by(|a, b| crate::db::rank(a, b));
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:>4}  {:>6}  {:>12}  {:>12}  {:>8}  decisions",
-        "rank", "trial", "time (ms)", "convert (ms)", "speedup"
+        "{:>4}  {:>6}  {:>12}  {:>4}  {:>12}  {:>8}  decisions",
+        "rank", "trial", "time (ms)", "meas", "convert (ms)", "speedup"
     );
     for (i, r) in ok.iter().take(n).enumerate() {
+        let (trial, meas) = r
+            .final_round
+            .as_ref()
+            .map_or((r.trial, 1), |f| (f.of_trial, f.scores.len()));
         let t = r.score.unwrap_or(f64::NAN);
         let conv = r.timing.map_or(0.0, |t| t.conversion);
         let speedup = baseline.map_or("-".to_string(), |b| format!("{:.2}x", b / t));
@@ -62,10 +71,11 @@ pub fn table(records: &[Record], baseline: Option<f64>, n: usize) -> String {
             .join(" ");
         let _ = writeln!(
             s,
-            "{:>4}  {:>6}  {:>12.4}  {:>12.3}  {:>8}  {}",
+            "{:>4}  {:>6}  {:>12.4}  {:>4}  {:>12.3}  {:>8}  {}",
             i + 1,
-            r.trial,
+            trial,
             t * 1e3,
+            meas,
             conv * 1e3,
             speedup,
             decisions
@@ -81,18 +91,20 @@ pub fn plot_svg(records: &[Record], title: &str, path: &Path) -> Result<(), Stri
         .into_iter()
         .filter_map(|(i, b)| b.map(|b| (i as f64, b * 1e3)))
         .collect();
-    let points: Vec<(f64, f64)> = records
+    // The search's trials; the final round's verdicts are not on its axis.
+    let search: Vec<&Record> = records.iter().filter(|r| !r.is_final()).collect();
+    let points: Vec<(f64, f64)> = search
         .iter()
         .enumerate()
         .filter_map(|(i, r)| r.score.map(|s| ((i + 1) as f64, s * 1e3)))
         .collect();
-    let failed: Vec<f64> = records
+    let failed: Vec<f64> = search
         .iter()
         .enumerate()
         .filter(|(_, r)| !matches!(r.status, Status::Ok | Status::Invalid))
         .map(|(i, _)| (i + 1) as f64)
         .collect();
-    let n = records.len().max(1) as f64;
+    let n = search.len().max(1) as f64;
     let ymax = points.iter().map(|p| p.1).fold(0.0f64, f64::max).max(1e-6) * 1.05;
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
     let err = |e: &dyn std::fmt::Display| e.to_string();

@@ -1,7 +1,7 @@
 //! The tuning loop: propose points, turn them into schedules, measure them through a
 //! [`Measurer`], record every outcome, stop at the budget.
 
-use crate::db::{self, Database, DbError, Record, Status, Timing, RECORD_VERSION};
+use crate::db::{self, Database, DbError, FinalRound, Record, Status, Timing, RECORD_VERSION};
 use crate::features::{Machine, MatrixFeatures};
 use crate::space::Point;
 use crate::strategy::{SearchState, Strategy, StrategyKind};
@@ -107,6 +107,18 @@ pub struct TuneOptions {
     pub resume: bool,
     /// Try the best schedules of earlier runs and of similar matrices first.
     pub warm_start: bool,
+    /// Rounds of the final round (0: none). When the search stops, the [`finalists`] best
+    /// candidates of the run and the built-in schedule are measured again, side by side, this
+    /// many times (each round in another order); each gets a record of the verdict, scored by
+    /// the median of its rounds, and such verdicts rank before single measurements (see
+    /// [`db::rank`]). A single measurement can be lucky or unlucky by more than the candidates
+    /// differ; the final round keeps the run from returning one that is not the fastest,
+    /// the built-in schedule included. It follows the budget and the trial limit.
+    ///
+    /// [`finalists`]: TuneOptions::finalists
+    pub final_rounds: usize,
+    /// Candidates of the final round besides the built-in schedule.
+    pub finalists: usize,
 }
 
 impl Default for TuneOptions {
@@ -120,6 +132,8 @@ impl Default for TuneOptions {
             amortize: None,
             resume: false,
             warm_start: true,
+            final_rounds: 3,
+            finalists: 3,
         }
     }
 }
@@ -163,21 +177,23 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The best successful record of the run.
+    /// The best successful record of the run: a final round's verdict when there is one
+    /// ([`db::rank`]).
     pub fn best(&self) -> Option<&Record> {
         best_of(&self.records)
     }
 
-    /// The built-in schedule's record, if it was measured.
+    /// The built-in schedule's record, if it was measured: its last final-round verdict when
+    /// there is one (the figure the best's verdict was measured beside).
     pub fn baseline(&self) -> Option<&Record> {
-        self.records.iter().find(|r| is_baseline(r))
+        baseline_of(&self.records)
     }
 
-    /// Failed trials (crashed, timed out, wrong, error).
+    /// Failed trials of the search (crashed, timed out, wrong, error).
     pub fn failed(&self) -> usize {
         self.records
             .iter()
-            .filter(|r| !matches!(r.status, Status::Ok | Status::Invalid))
+            .filter(|r| !r.is_final() && !matches!(r.status, Status::Ok | Status::Invalid))
             .count()
     }
 }
@@ -195,11 +211,75 @@ fn best_of(records: &[Record]) -> Option<&Record> {
     records
         .iter()
         .filter(|r| r.status == Status::Ok && r.score.is_some())
-        .min_by(|a, b| {
-            a.score
-                .unwrap_or(f64::INFINITY)
-                .total_cmp(&b.score.unwrap_or(f64::INFINITY))
-        })
+        .min_by(|a, b| db::rank(a, b))
+}
+
+fn baseline_of(records: &[Record]) -> Option<&Record> {
+    records
+        .iter()
+        .rev()
+        .find(|r| is_baseline(r) && r.is_final())
+        .or_else(|| records.iter().find(|r| is_baseline(r)))
+}
+
+/// The final round's candidates among a run's records: the built-in schedule's measurement and
+/// the `n` best other schedules (distinct traces), each as first measured by the search.
+fn finalists(records: &[Record], n: usize) -> Vec<Candidate> {
+    let mut ok: Vec<&Record> = records
+        .iter()
+        .filter(|r| !r.is_final() && r.status == Status::Ok && r.score.is_some())
+        .collect();
+    ok.sort_by(|a, b| db::rank(a, b));
+    let candidate = |r: &Record| Candidate {
+        trial: r.trial,
+        decisions: r.decisions.clone(),
+        trace: r.trace.clone(),
+    };
+    let base = ok.iter().position(|r| is_baseline(r)).map(|i| ok.remove(i));
+    let mut seen: BTreeSet<String> = base.iter().map(|r| trace_key(&r.trace)).collect();
+    let mut out: Vec<Candidate> = base.into_iter().map(candidate).collect();
+    let want = out.len() + n;
+    for r in ok {
+        if out.len() >= want {
+            break;
+        }
+        if seen.insert(trace_key(&r.trace)) {
+            out.push(candidate(r));
+        }
+    }
+    out
+}
+
+/// The verdict on one finalist from its outcomes over `rounds` rounds: the timing of its median
+/// round (by `score`) with every round's score, or the first failure.
+fn verdict(
+    outcomes: Vec<Outcome>,
+    rounds: usize,
+    score: impl Fn(&Timing) -> f64,
+) -> (Outcome, Vec<f64>) {
+    let mut timings: Vec<Timing> = Vec::new();
+    for (i, o) in outcomes.into_iter().enumerate() {
+        match o {
+            Outcome::Ok(t) => timings.push(t),
+            Outcome::Failed { status, detail } => {
+                let scores = timings.iter().map(&score).collect();
+                let detail = format!("round {} of the final round: {detail}", i + 1);
+                return (Outcome::Failed { status, detail }, scores);
+            }
+        }
+    }
+    let scores: Vec<f64> = timings.iter().map(&score).collect();
+    if timings.len() < rounds {
+        let detail = format!(
+            "measured in {} of the final round's {rounds} rounds",
+            timings.len()
+        );
+        let status = Status::Error;
+        return (Outcome::Failed { status, detail }, scores);
+    }
+    timings.sort_by(|a, b| score(a).total_cmp(&score(b)));
+    let median = timings[(timings.len() - 1) / 2];
+    (Outcome::Ok(median), scores)
 }
 
 fn trace_key(t: &[Instruction]) -> String {
@@ -267,12 +347,13 @@ pub fn tune(
     let out_of_time = |start: &Instant| elapsed(start) >= opts.budget.as_secs_f64();
     let out_of_trials = |records: &[Record]| opts.max_trials.is_some_and(|m| records.len() >= m);
 
+    let score_of = |t: &Timing| t.min + opts.amortize.map_or(0.0, |n| t.conversion / n);
     let make_record = |c: &Candidate, outcome: Outcome, elapsed: f64| -> Record {
         let (status, detail, timing) = match outcome {
             Outcome::Ok(t) => (Status::Ok, None, Some(t)),
             Outcome::Failed { status, detail } => (status, Some(detail), None),
         };
-        let score = timing.map(|t| t.min + opts.amortize.map_or(0.0, |n| t.conversion / n));
+        let score = timing.as_ref().map(score_of);
         Record {
             version: RECORD_VERSION,
             kernel: task.kernel.clone(),
@@ -290,6 +371,7 @@ pub fn tune(
             detail,
             timing,
             score,
+            final_round: None,
         }
     };
 
@@ -313,11 +395,7 @@ pub fn tune(
                 by_trace.insert(trace_key(&r.trace), r.score);
                 records.push(r);
                 let r = records.last().expect("just pushed");
-                observer.trial(
-                    r,
-                    best_of(&records),
-                    records.iter().find(|r| is_baseline(r)),
-                );
+                observer.trial(r, best_of(&records), baseline_of(&records));
             }
         }
     }
@@ -330,11 +408,7 @@ pub fn tune(
             .copied()
             .filter(|r| r.run != run && r.status == Status::Ok)
             .collect();
-        earlier.sort_by(|a, b| {
-            a.score
-                .unwrap_or(f64::INFINITY)
-                .total_cmp(&b.score.unwrap_or(f64::INFINITY))
-        });
+        earlier.sort_by(|a, b| db::rank(a, b));
         let similar = db::similar(&all, &task.kernel_hash, &task.data, &task.features, 3);
         for r in earlier.into_iter().take(3).chain(similar) {
             if let Some(p) = space.from_labels(&r.decisions) {
@@ -401,11 +475,7 @@ pub fn tune(
                     db.append(&r)?;
                     records.push(r);
                     let r = records.last().expect("just pushed");
-                    observer.trial(
-                        r,
-                        best_of(&records),
-                        records.iter().find(|r| is_baseline(r)),
-                    );
+                    observer.trial(r, best_of(&records), baseline_of(&records));
                 }
                 Ok(trace) => {
                     if let Some(score) = by_trace.get(&trace_key(&trace)) {
@@ -447,11 +517,7 @@ pub fn tune(
             }
             records.push(r);
             let r = records.last().expect("just pushed");
-            observer.trial(
-                r,
-                best_of(&records),
-                records.iter().find(|r| is_baseline(r)),
-            );
+            observer.trial(r, best_of(&records), baseline_of(&records));
             !out_of_time(&start) && !out_of_trials(&records)
         })?;
         if let Some(e) = failure {
@@ -467,6 +533,41 @@ pub fn tune(
             }
         }
     };
+    // The final round: the finalists again, side by side, in rotating order.
+    let finalists = if opts.final_rounds > 0 {
+        finalists(&records, opts.finalists)
+    } else {
+        vec![]
+    };
+    if finalists.len() >= 2 {
+        let mut outcomes: BTreeMap<usize, Vec<Outcome>> = BTreeMap::new();
+        for round in 0..opts.final_rounds {
+            let mut order = finalists.clone();
+            order.rotate_left(round % finalists.len());
+            measurer.measure(&order, &mut |c, o| {
+                outcomes.entry(c.trial).or_default().push(o);
+                true
+            })?;
+        }
+        for c in &finalists {
+            let got = outcomes.remove(&c.trial).unwrap_or_default();
+            let (outcome, scores) = verdict(got, opts.final_rounds, score_of);
+            let verdict = Candidate {
+                trial: next_trial,
+                ..c.clone()
+            };
+            next_trial += 1;
+            let mut r = make_record(&verdict, outcome, elapsed(&start));
+            r.final_round = Some(FinalRound {
+                of_trial: c.trial,
+                scores,
+            });
+            db.append(&r)?;
+            records.push(r);
+            let r = records.last().expect("just pushed");
+            observer.trial(r, best_of(&records), baseline_of(&records));
+        }
+    }
     Ok(Summary {
         run,
         resumed,

@@ -121,6 +121,9 @@ fn opts(strategy: StrategyKind, seed: u64, max_trials: Option<usize>) -> TuneOpt
         amortize: None,
         resume: false,
         warm_start: true,
+        // The search alone; the final round has tests of its own.
+        final_rounds: 0,
+        finalists: 3,
     }
 }
 
@@ -413,4 +416,266 @@ fn amortized_scores_count_conversion_time() {
         let best = s.best().expect("a best");
         assert_eq!(values(&best.decisions).0, want_a, "amortize {amortize:?}");
     }
+}
+
+/// Measures like [`FakeMeasurer`], with noise: the first measurement of `lucky` comes out at
+/// `lucky_ms`, the built-in schedule's first at `baseline_first_ms` and later ones at
+/// `baseline_ms`, and `flaky` crashes on its second measurement. Records the order of each
+/// batch.
+struct Noisy {
+    lucky: (i64, i64, i64),
+    lucky_ms: f64,
+    baseline_ms: f64,
+    baseline_first_ms: f64,
+    flaky: Option<(i64, i64, i64)>,
+    seen: std::collections::BTreeMap<String, usize>,
+    batches: Vec<Vec<usize>>,
+}
+
+impl Noisy {
+    fn new(lucky: (i64, i64, i64), lucky_ms: f64) -> Noisy {
+        Noisy {
+            lucky,
+            lucky_ms,
+            baseline_ms: 5.0,
+            baseline_first_ms: 5.0,
+            flaky: None,
+            seen: Default::default(),
+            batches: vec![],
+        }
+    }
+}
+
+impl Measurer for Noisy {
+    fn measure(
+        &mut self,
+        batch: &[Candidate],
+        done: &mut dyn FnMut(&Candidate, Outcome) -> bool,
+    ) -> Result<(), TuneError> {
+        self.batches.push(batch.iter().map(|c| c.trial).collect());
+        for c in batch {
+            let n = self.seen.entry(format!("{:?}", c.decisions)).or_insert(0);
+            *n += 1;
+            let outcome = if c.decisions.contains_key("template") {
+                Outcome::Ok(timing(if *n == 1 {
+                    self.baseline_first_ms
+                } else {
+                    self.baseline_ms
+                }))
+            } else {
+                let v = values(&c.decisions);
+                if Some(v) == self.flaky && *n == 2 {
+                    Outcome::Failed {
+                        status: Status::Crashed,
+                        detail: "killed by signal 11".into(),
+                    }
+                } else if v == self.lucky && *n == 1 {
+                    Outcome::Ok(timing(self.lucky_ms))
+                } else {
+                    Outcome::Ok(timing(fake_time(v.0, v.1, v.2)))
+                }
+            };
+            if !done(c, outcome) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn with_final_round(rounds: usize, finalists: usize) -> TuneOptions {
+    let mut o = opts(StrategyKind::Exhaustive, 0, None);
+    o.final_rounds = rounds;
+    o.finalists = finalists;
+    o
+}
+
+/// A point measured once at half its time wins the search; measured again beside the other
+/// finalists it loses to the optimum, whose verdict is the best of the run and of the
+/// database.
+#[test]
+fn the_final_round_overrules_a_lucky_measurement() {
+    let lucky = (4, 1, 3); // 1.7 ms, measured once at 0.5 ms
+    assert!(fake_time(4, 1, 3) > 1.5);
+    // Without a final round the lucky measurement wins.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::new(dir.path().join("db.jsonl"));
+    let mut m = Noisy::new(lucky, 0.5);
+    let o = with_final_round(0, 3);
+    let s = tune(
+        &Fake::new(),
+        &task(),
+        Some(vec![]),
+        &db,
+        &mut m,
+        &o,
+        &mut (),
+    )
+    .expect("tunes");
+    assert_eq!(values(&s.best().expect("best").decisions), lucky);
+    assert!(s.records.iter().all(|r| r.final_round.is_none()));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::new(dir.path().join("db.jsonl"));
+    let mut m = Noisy::new(lucky, 0.5);
+    let o = with_final_round(3, 3);
+    let s = tune(
+        &Fake::new(),
+        &task(),
+        Some(vec![]),
+        &db,
+        &mut m,
+        &o,
+        &mut (),
+    )
+    .expect("tunes");
+    let search = 1 + 216;
+    assert_eq!(
+        s.records.len(),
+        search + 4,
+        "3 finalists and the built-in schedule"
+    );
+    let verdicts: Vec<&lacuna_tuning::Record> = s.records.iter().filter(|r| r.is_final()).collect();
+    assert!(s.records[..search].iter().all(|r| !r.is_final()));
+    assert_eq!(verdicts.len(), 4);
+    // The finalists: the built-in schedule and the three best of the search, each judged once,
+    // by the median of three rounds, under a trial number of its own.
+    let judged: Vec<usize> = verdicts
+        .iter()
+        .map(|r| r.final_round.as_ref().expect("verdict").of_trial)
+        .collect();
+    assert_eq!(judged[0], s.records[0].trial, "the built-in schedule first");
+    let mut search_best: Vec<&lacuna_tuning::Record> = s.records[1..search]
+        .iter()
+        .filter(|r| r.status == Status::Ok)
+        .collect();
+    search_best.sort_by(|a, b| a.score.unwrap_or(9.0).total_cmp(&b.score.unwrap_or(9.0)));
+    let top3: BTreeSet<usize> = search_best[..3].iter().map(|r| r.trial).collect();
+    assert_eq!(judged[1..].iter().copied().collect::<BTreeSet<_>>(), top3);
+    let trials: BTreeSet<usize> = s.records.iter().map(|r| r.trial).collect();
+    assert_eq!(trials.len(), s.records.len(), "trial numbers stay unique");
+    for v in &verdicts {
+        let f = v.final_round.as_ref().expect("verdict");
+        assert_eq!(f.scores.len(), 3);
+        let mut sorted = f.scores.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(v.score, Some(sorted[1]), "the median round");
+        let first = s
+            .records
+            .iter()
+            .find(|r| r.trial == f.of_trial)
+            .expect("judged trial");
+        assert_eq!(first.trace, v.trace);
+        assert_eq!(first.decisions, v.decisions);
+    }
+    let best = s.best().expect("best");
+    assert!(best.is_final());
+    assert!(is_optimum(best), "{:?}", best.decisions);
+    let lucky_verdict = verdicts
+        .iter()
+        .find(|r| !r.decisions.contains_key("template") && values(&r.decisions) == lucky)
+        .expect("the lucky point is a finalist");
+    assert!((lucky_verdict.score.expect("score") - fake_time(4, 1, 3) * 1e-3).abs() < 1e-12);
+    // Each round measures every finalist once, each round in another order.
+    let rounds = &m.batches[m.batches.len() - 3..];
+    for r in rounds {
+        assert_eq!(
+            r.iter().copied().collect::<BTreeSet<_>>(),
+            judged.iter().copied().collect()
+        );
+    }
+    assert_ne!(rounds[0], rounds[1]);
+    assert_ne!(rounds[1], rounds[2]);
+    // What `lacuna tune apply-best` reads: the verdict, before the lucky single measurement.
+    let all = db.load().expect("parses");
+    assert_eq!(all.len(), s.records.len());
+    let t = task();
+    let from_db =
+        lacuna_tuning::db::best(&all, &t.kernel_hash, &t.data, &t.machine, Some(1)).expect("best");
+    assert_eq!(from_db, best);
+    // The speedup is taken between verdicts.
+    assert!(s.baseline().expect("baseline").is_final());
+    let table = lacuna_tuning::report::table(&s.records, s.baseline().and_then(|b| b.score), 5);
+    let first_row = table.lines().nth(1).expect("a row");
+    assert!(first_row.contains("    3  "), "3 measurements: {table}");
+}
+
+/// The built-in schedule, unlucky in its first measurement, is faster than every candidate:
+/// the final round makes it the best, so that tuning never returns a slower schedule.
+#[test]
+fn the_builtin_schedule_wins_the_final_round_when_it_is_fastest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::new(dir.path().join("db.jsonl"));
+    let mut m = Noisy::new((0, 0, 1), 3.0);
+    m.baseline_first_ms = 9.0;
+    m.baseline_ms = 0.9;
+    let o = with_final_round(3, 2);
+    let base = vec![Instruction::Specialize {
+        param: "builtin".into(),
+        value: 0,
+    }];
+    let s = tune(
+        &Fake::new(),
+        &task(),
+        Some(base.clone()),
+        &db,
+        &mut m,
+        &o,
+        &mut (),
+    )
+    .expect("tunes");
+    let best = s.best().expect("best");
+    assert!(best.is_final());
+    assert_eq!(best.decisions, lacuna_tuning::baseline_decisions());
+    assert_eq!(best.trace, base);
+    assert_eq!(s.baseline(), Some(best));
+    assert_eq!(s.records.iter().filter(|r| r.is_final()).count(), 3);
+}
+
+/// A finalist that crashes when measured again is judged failed, with the round named, and is
+/// not chosen; the others' verdicts stand.
+#[test]
+fn a_finalist_failing_in_the_final_round_is_judged_failed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::new(dir.path().join("db.jsonl"));
+    let mut m = Noisy::new((0, 0, 1), 3.0);
+    m.flaky = Some(OPTIMUM);
+    let o = with_final_round(3, 3);
+    let s = tune(
+        &Fake::new(),
+        &task(),
+        Some(vec![]),
+        &db,
+        &mut m,
+        &o,
+        &mut (),
+    )
+    .expect("tunes");
+    let flaky = s
+        .records
+        .iter()
+        .find(|r| {
+            r.is_final() && !r.decisions.contains_key("template") && values(&r.decisions) == OPTIMUM
+        })
+        .expect("the optimum is a finalist");
+    assert_eq!(flaky.status, Status::Crashed);
+    assert_eq!(flaky.score, None);
+    assert!(
+        flaky
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("round 1 of the final round"),
+        "{:?}",
+        flaky.detail
+    );
+    assert_eq!(flaky.final_round.as_ref().map(|f| f.scores.len()), Some(0));
+    let best = s.best().expect("best");
+    assert!(best.is_final() && best.status == Status::Ok);
+    assert!(!is_optimum(best));
+    assert_eq!(
+        s.failed(),
+        0,
+        "failed() counts the search's trials, which all ran"
+    );
 }

@@ -463,6 +463,8 @@ def tune(
     min_seconds: float = 0.05,
     warm_start: bool = True,
     progress: bool = True,
+    final_rounds: int = 3,
+    finalists: int = 3,
 ) -> dict:
     """Searches schedules and format decompositions for ``kernel`` on ``inputs``, as
     ``lacuna tune`` does, and returns its summary (a dict: ``best`` with the decisions, the
@@ -478,6 +480,9 @@ def tune(
     ``resume=True`` continues the last run of this kernel and data. ``strategy`` is
     ``"exhaustive"``, ``"random"`` or ``"evolutionary"`` (default: exhaustive for small spaces).
     A progress bar is drawn on stderr when it is a terminal and ``progress`` is true.
+    When the search stops, the ``finalists`` best candidates and the built-in schedule are
+    measured again side by side ``final_rounds`` times, and the median of each one's rounds
+    decides ``best`` (``final_rounds=0``: the search's single measurements decide).
 
     Raises ``TuneError`` for bad options, ``KernelError``/``BindError``/``DataFileError`` for
     a bad kernel or inputs, ``ExecutionError`` when the workers cannot run at all.
@@ -531,6 +536,8 @@ def tune(
             min_seconds=float(min_seconds),
             warm_start=warm_start,
             progress=progress,
+            final_rounds=int(final_rounds),
+            finalists=int(finalists),
         )
     return json.loads(out)
 

@@ -160,4 +160,6 @@ def tune(
     min_seconds: float = ...,
     warm_start: bool = ...,
     progress: bool = ...,
+    final_rounds: int = ...,
+    finalists: int = ...,
 ) -> dict[str, Any]: ...
