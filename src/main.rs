@@ -321,7 +321,8 @@ enum Command {
         /// `cuda`, `cuda:sm_80`, `cuda:sm_90`.
         #[arg(long, default_value = "host")]
         target: String,
-        /// With `--stage llvm`: print the IR as generated, before LLVM's optimization passes.
+        /// With `--stage llvm` (an error with any other stage): print the IR as generated,
+        /// before LLVM's optimization passes.
         #[arg(long)]
         unoptimized: bool,
     },
@@ -347,6 +348,8 @@ enum CliError {
     BadParam { name: String, value: String },
     #[error("{what}")]
     BadTuneOption { what: String },
+    #[error("--unoptimized applies to --stage llvm only (the IR before LLVM's passes); the other stages have no LLVM passes to skip")]
+    UnoptimizedStage,
 }
 
 fn pair(flag: &'static str, arg: &str) -> Result<(String, String), CliError> {
@@ -644,6 +647,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
             target,
             unoptimized,
         } => {
+            if unoptimized && !matches!(stage, StageArg::Llvm) {
+                return Err(CliError::UnoptimizedStage);
+            }
             let llvm_opts = CodegenOptions {
                 optimized_ir: !unoptimized,
                 ..CodegenOptions::default()

@@ -322,6 +322,27 @@ fn lower_prints_unoptimized_llvm_and_the_one_pass_function() {
         co.contains("C.row_lo"),
         "the one-pass function's row range: {co}"
     );
+    // Any other stage has no LLVM passes to skip: an error, not a silently ignored flag.
+    for stage in ["1", "2", "flat", "ptx"] {
+        let out = bin()
+            .current_dir(repo())
+            .args([
+                "lower",
+                "examples/spmv.ron",
+                "--stage",
+                stage,
+                "--unoptimized",
+            ])
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "stage {stage}");
+        assert!(
+            err.contains("--unoptimized applies to --stage llvm only"),
+            "stage {stage}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "stage {stage}: nothing printed");
+    }
 }
 
 /// CSR reference products computed directly from the coordinate entries.
