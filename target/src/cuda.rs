@@ -45,6 +45,7 @@ struct Api {
     init: unsafe extern "C" fn(c_uint) -> CuResult,
     device_get: unsafe extern "C" fn(*mut c_int, c_int) -> CuResult,
     primary_ctx_retain: unsafe extern "C" fn(*mut Ptr, c_int) -> CuResult,
+    primary_ctx_release: unsafe extern "C" fn(c_int) -> CuResult,
     ctx_set_current: unsafe extern "C" fn(Ptr) -> CuResult,
     module_load_data: unsafe extern "C" fn(*mut Ptr, *const c_void) -> CuResult,
     module_get_function: unsafe extern "C" fn(*mut Ptr, Ptr, *const c_char) -> CuResult,
@@ -134,6 +135,7 @@ fn open_driver() -> Result<Api, CudaError> {
             init: func(sym(c"cuInit")?),
             device_get: func(sym(c"cuDeviceGet")?),
             primary_ctx_retain: func(sym(c"cuDevicePrimaryCtxRetain")?),
+            primary_ctx_release: func(sym(c"cuDevicePrimaryCtxRelease_v2")?),
             ctx_set_current: func(sym(c"cuCtxSetCurrent")?),
             module_load_data: func(sym(c"cuModuleLoadData")?),
             module_get_function: func(sym(c"cuModuleGetFunction")?),
@@ -161,10 +163,14 @@ pub fn cuda_available() -> Result<(), CudaError> {
     check("cuInit", unsafe { (api.init)(0) })
 }
 
-/// A PTX kernel loaded into the primary context of device 0.
+/// A PTX kernel loaded into the primary context of device 0. Dropping it unloads the module
+/// and releases the context, whatever part of [`CudaKernel::load`] got done.
 pub struct CudaKernel {
     api: Api,
+    device: c_int,
+    /// The retained primary context (null until retained).
     context: Ptr,
+    /// The loaded module (null until loaded).
     module: Ptr,
     /// One function per launch of the kernel, in order.
     functions: Vec<Ptr>,
@@ -189,10 +195,17 @@ impl std::fmt::Debug for CudaKernel {
 
 impl Drop for CudaKernel {
     fn drop(&mut self) {
-        // SAFETY: the module was loaded by `load` and is unloaded once.
+        if self.context.is_null() {
+            return;
+        }
+        // SAFETY: the module (when loaded) was loaded by `load` into the context it retained;
+        // each is unloaded or released once, here.
         unsafe {
             (self.api.ctx_set_current)(self.context);
-            (self.api.module_unload)(self.module);
+            if !self.module.is_null() {
+                (self.api.module_unload)(self.module);
+            }
+            (self.api.primary_ctx_release)(self.device);
         }
     }
 }
@@ -215,9 +228,6 @@ impl CudaKernel {
     /// driver).
     pub fn load(kernel: GpuKernel) -> Result<CudaKernel, CudaError> {
         let api = open_driver()?;
-        let mut dev: c_int = 0;
-        let mut context: Ptr = std::ptr::null_mut();
-        let mut module: Ptr = std::ptr::null_mut();
         let ptx = CString::new(kernel.ptx.as_bytes()).map_err(|_| CudaError::Driver {
             call: "cuModuleLoadData (PTX holds a NUL byte)",
             code: -1,
@@ -232,40 +242,48 @@ impl CudaKernel {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut functions = vec![std::ptr::null_mut(); entries.len()];
-        // SAFETY: documented call sequence with valid out-pointers and NUL-terminated strings.
+        let mut dev: c_int = 0;
+        // SAFETY: documented first calls with a valid out-pointer.
         unsafe {
             check("cuInit", (api.init)(0))?;
             check("cuDeviceGet", (api.device_get)(&mut dev, 0))?;
+        }
+        // From here on, an early return drops `k`, which undoes what was done.
+        let mut k = CudaKernel {
+            api,
+            device: dev,
+            context: std::ptr::null_mut(),
+            module: std::ptr::null_mut(),
+            functions: vec![std::ptr::null_mut(); entries.len()],
+            kernel,
+            max_shared: 0,
+        };
+        let mut optin: c_int = 0;
+        // SAFETY: documented call sequence with valid out-pointers and NUL-terminated strings;
+        // the context and module handles are stored in `k` as soon as they exist.
+        unsafe {
             check(
                 "cuDevicePrimaryCtxRetain",
-                (api.primary_ctx_retain)(&mut context, dev),
+                (k.api.primary_ctx_retain)(&mut k.context, dev),
             )?;
-            check("cuCtxSetCurrent", (api.ctx_set_current)(context))?;
+            check("cuCtxSetCurrent", (k.api.ctx_set_current)(k.context))?;
             check(
                 "cuModuleLoadData",
-                (api.module_load_data)(&mut module, ptx.as_ptr().cast()),
+                (k.api.module_load_data)(&mut k.module, ptx.as_ptr().cast()),
             )?;
-            for (function, entry) in functions.iter_mut().zip(&entries) {
+            for (function, entry) in k.functions.iter_mut().zip(&entries) {
                 check(
                     "cuModuleGetFunction",
-                    (api.module_get_function)(function, module, entry.as_ptr()),
+                    (k.api.module_get_function)(function, k.module, entry.as_ptr()),
                 )?;
             }
+            check(
+                "cuDeviceGetAttribute",
+                (k.api.device_get_attribute)(&mut optin, ATTR_MAX_SHARED_OPTIN, dev),
+            )?;
         }
-        let mut optin: c_int = 0;
-        // SAFETY: valid out-pointer, a device from `cuDeviceGet`.
-        check("cuDeviceGetAttribute", unsafe {
-            (api.device_get_attribute)(&mut optin, ATTR_MAX_SHARED_OPTIN, dev)
-        })?;
-        Ok(CudaKernel {
-            api,
-            context,
-            module,
-            functions,
-            kernel,
-            max_shared: u64::try_from(optin).unwrap_or(0),
-        })
+        k.max_shared = u64::try_from(optin).unwrap_or(0);
+        Ok(k)
     }
 
     /// The kernel.
