@@ -1050,8 +1050,16 @@ struct Gather<'a> {
 #[derive(Default)]
 struct GatherPath<'a> {
     lets: Vec<(&'a str, &'a lacuna_stage2::Expr)>,
-    inner: Vec<(&'a str, i64, bool, i64)>,
+    inner: Vec<InnerLoop<'a>>,
     mutable: Vec<&'a str>,
+}
+
+/// A loop of constant extent inside a prefetched loop's body, on a [`GatherPath`].
+struct InnerLoop<'a> {
+    var: &'a str,
+    start: i64,
+    extent: i64,
+    vectorized: bool,
 }
 
 /// The gathers of `stmts` (see [`Emitter::prefetch_gathers`]), outside conditionals and
@@ -1083,8 +1091,12 @@ fn gathers<'a, 'ctx>(
                 kind,
                 body,
             } if b > a => {
-                let vector = *kind == lacuna_stage2::ForKind::Vectorized;
-                path.inner.push((v, *a, vector, b - a));
+                path.inner.push(InnerLoop {
+                    var: v,
+                    start: *a,
+                    extent: b - a,
+                    vectorized: *kind == lacuna_stage2::ForKind::Vectorized,
+                });
                 gathers(body, var, env, path, out);
                 path.inner.pop();
             }
@@ -1137,14 +1149,14 @@ fn gather_loads<'a, 'ctx>(
                         .inner
                         .iter()
                         .rev()
-                        .find(|l| l.2)
-                        .map_or(1, |l| l.3)
+                        .find(|l| l.vectorized)
+                        .map_or(1, |l| l.extent)
                         .min(64);
                     out.push(Gather {
                         buffer,
                         index,
                         lets,
-                        inner: path.inner.iter().map(|l| (l.0, l.1)).collect(),
+                        inner: path.inner.iter().map(|l| (l.var, l.start)).collect(),
                         lanes,
                     });
                 }
@@ -1227,7 +1239,7 @@ fn pure<'a, 'ctx>(
                 }
                 return true;
             }
-            if path.inner.iter().any(|l| l.0 == v.as_str()) {
+            if path.inner.iter().any(|l| l.var == v.as_str()) {
                 return true;
             }
             env.iter()
