@@ -1328,10 +1328,13 @@ fn run_row_chunks(
         .ok_or("workspace not allocated")?;
     // Chunk bounds: the first row whose weight reaches each share.
     let chunks = (threads as i64).min(rows).max(1);
-    let pos = b
-        .buffers
-        .get(&format!("{}.pos", out.name))
-        .map(|p| p.to_i64_vec());
+    // The positions as bound (i64), borrowed; other widths converted.
+    let pos: Option<std::borrow::Cow<'_, [i64]>> = match b.buffers.get(&format!("{}.pos", out.name))
+    {
+        Some(lacuna_ir::ArrayData::I64(v)) => Some(std::borrow::Cow::Borrowed(v)),
+        Some(other) => Some(std::borrow::Cow::Owned(other.to_i64_vec())),
+        None => None,
+    };
     let weight = |r: i64| -> i64 {
         match (pass, &pos) {
             (lacuna_stage2::coiter::Pass::Compute, Some(p)) => r + p[r as usize],
@@ -1339,6 +1342,7 @@ fn run_row_chunks(
         }
     };
     let bounds = lacuna_ir::partition::balanced_bounds(0, rows, chunks, Some(&weight));
+    drop(pos);
     // Every other array is shared: inputs are read, and chunks write disjoint rows of the
     // result (`pos[r + 1]` in the count pass, `crd`/`vals` from `pos[r]` in the compute pass).
     let shared = raw_buffers(b, &workspace, false);

@@ -415,7 +415,12 @@ impl CoKernel {
             let rows = self.rows(&b.params)?;
             rebind(b, pos_name.clone(), DType::I64, rows + 1, false);
             exec(Pass::Count, count, b).map_err(|e| run_err(count, e))?;
-            let mut pos = b.buffers[&pos_name].to_i64_vec();
+            // Moved out of the bindings, not copied (bound as i64 just above).
+            let mut pos = match b.buffers.remove(&pos_name) {
+                Some(ArrayData::I64(v)) => v,
+                Some(other) => other.to_i64_vec(),
+                None => return Err(run_err(count, "result positions missing".into())),
+            };
             for r in 0..rows {
                 pos[r + 1] += pos[r];
             }
