@@ -207,9 +207,17 @@ def main():
         tuned, _ = read_lacuna(a.tuned, lambda s: s != "builtin")
         beside, _ = read_lacuna(a.tuned, lambda s: s == "builtin")
         builtin = {**lacuna, **beside}
+        chose_builtin = set()
+        with open(a.tuned) as f:
+            for line in f:
+                if line.strip():
+                    r = json.loads(line)
+                    if r.get("tuned_is_builtin"):
+                        chose_builtin.add(key(r["kernel"], r["matrix"], r["k"], r["threads"]))
         print()
         print("Tuned schedules (`lacuna tune`, then the best schedule timed by `lacuna bench` "
-              "beside the built-in schedule, in one run):")
+              "beside the built-in schedule, in one run; \"(built-in)\": the tuner's final round "
+              "chose the built-in schedule, whose one time stands for both):")
         print()
         print("| kernel | K | matrix | T | built-in ms | tuned ms | best reference | ref ms "
               "| built-in/best | tuned/best |")
@@ -225,7 +233,8 @@ def main():
             bt = builtin[kk][0] if kk in builtin else None
             b_ratio = f"{bt / best_t:.2f}" if bt else "-"
             tgroups[(kernel, k, threads)].append(tt / best_t)
-            print(f"| {kernel} | {k or '-'} | {matrix} | {threads} | {fmt_ms(bt)} | {fmt_ms(tt)} | "
+            mark = " (built-in)" if kk in chose_builtin else ""
+            print(f"| {kernel} | {k or '-'} | {matrix} | {threads} | {fmt_ms(bt)} | {fmt_ms(tt)}{mark} | "
                   f"{best_lib} | {fmt_ms(best_t)} | {b_ratio} | {tt / best_t:.2f} |")
         print()
         print("| kernel | K | T | matrices | geomean tuned/best | geomean built-in/best (same matrices) |")

@@ -95,7 +95,8 @@ pub struct TuneOptions {
     pub strategy: StrategyKind,
     /// Wall-clock budget of the run (a resumed run continues the count).
     pub budget: Duration,
-    /// Stop after this many trials (records) in the run.
+    /// Stop after this many trials in the run (records of the search; the final round's
+    /// verdicts are not trials).
     pub max_trials: Option<usize>,
     /// Candidates proposed (and compiled) together.
     pub batch: usize,
@@ -345,7 +346,9 @@ pub fn tune(
     }
     let mut strategy = Strategy::new(opts.strategy, rand::rngs::StdRng::seed_from_u64(opts.seed));
     let out_of_time = |start: &Instant| elapsed(start) >= opts.budget.as_secs_f64();
-    let out_of_trials = |records: &[Record]| opts.max_trials.is_some_and(|m| records.len() >= m);
+    // Trials of the search: a resumed run's earlier verdicts are not trials.
+    let trials = |records: &[Record]| records.iter().filter(|r| !r.is_final()).count();
+    let out_of_trials = |records: &[Record]| opts.max_trials.is_some_and(|m| trials(records) >= m);
 
     let score_of = |t: &Timing| t.min + opts.amortize.map_or(0.0, |n| t.conversion / n);
     let make_record = |c: &Candidate, outcome: Outcome, elapsed: f64| -> Record {
@@ -377,7 +380,7 @@ pub fn tune(
 
     // The built-in schedule first, as the reference point of speedups.
     if let Some(trace) = baseline {
-        if !records.iter().any(is_baseline) && !out_of_trials(&records) {
+        if !records.iter().any(|r| is_baseline(r) && !r.is_final()) && !out_of_trials(&records) {
             let c = Candidate {
                 trial: next_trial,
                 decisions: baseline_decisions(),
@@ -495,7 +498,7 @@ pub fn tune(
         }
         let budget_left = opts
             .max_trials
-            .map_or(usize::MAX, |m| m.saturating_sub(records.len()));
+            .map_or(usize::MAX, |m| m.saturating_sub(trials(&records)));
         batch.truncate(budget_left);
         for (c, _) in batch.iter_mut() {
             c.trial = next_trial;

@@ -483,6 +483,18 @@ impl Measurer for Noisy {
     }
 }
 
+/// Tunes [`Fake`] with `m` and `o` into a fresh database (kept as long as the directory).
+fn tune_noisy(
+    m: &mut Noisy,
+    o: &TuneOptions,
+    baseline: Vec<Instruction>,
+) -> (tempfile::TempDir, Database, lacuna_tuning::Summary) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::new(dir.path().join("db.jsonl"));
+    let s = tune(&Fake::new(), &task(), Some(baseline), &db, m, o, &mut ()).expect("tunes");
+    (dir, db, s)
+}
+
 fn with_final_round(rounds: usize, finalists: usize) -> TuneOptions {
     let mut o = opts(StrategyKind::Exhaustive, 0, None);
     o.final_rounds = rounds;
@@ -498,37 +510,13 @@ fn the_final_round_overrules_a_lucky_measurement() {
     let lucky = (4, 1, 3); // 1.7 ms, measured once at 0.5 ms
     assert!(fake_time(4, 1, 3) > 1.5);
     // Without a final round the lucky measurement wins.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Database::new(dir.path().join("db.jsonl"));
     let mut m = Noisy::new(lucky, 0.5);
-    let o = with_final_round(0, 3);
-    let s = tune(
-        &Fake::new(),
-        &task(),
-        Some(vec![]),
-        &db,
-        &mut m,
-        &o,
-        &mut (),
-    )
-    .expect("tunes");
+    let (_dir, _db, s) = tune_noisy(&mut m, &with_final_round(0, 3), vec![]);
     assert_eq!(values(&s.best().expect("best").decisions), lucky);
     assert!(s.records.iter().all(|r| r.final_round.is_none()));
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Database::new(dir.path().join("db.jsonl"));
     let mut m = Noisy::new(lucky, 0.5);
-    let o = with_final_round(3, 3);
-    let s = tune(
-        &Fake::new(),
-        &task(),
-        Some(vec![]),
-        &db,
-        &mut m,
-        &o,
-        &mut (),
-    )
-    .expect("tunes");
+    let (_dir, db, s) = tune_noisy(&mut m, &with_final_round(3, 3), vec![]);
     let search = 1 + 216;
     assert_eq!(
         s.records.len(),
@@ -604,26 +592,14 @@ fn the_final_round_overrules_a_lucky_measurement() {
 /// the final round makes it the best, so that tuning never returns a slower schedule.
 #[test]
 fn the_builtin_schedule_wins_the_final_round_when_it_is_fastest() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Database::new(dir.path().join("db.jsonl"));
     let mut m = Noisy::new((0, 0, 1), 3.0);
     m.baseline_first_ms = 9.0;
     m.baseline_ms = 0.9;
-    let o = with_final_round(3, 2);
     let base = vec![Instruction::Specialize {
         param: "builtin".into(),
         value: 0,
     }];
-    let s = tune(
-        &Fake::new(),
-        &task(),
-        Some(base.clone()),
-        &db,
-        &mut m,
-        &o,
-        &mut (),
-    )
-    .expect("tunes");
+    let (_dir, _db, s) = tune_noisy(&mut m, &with_final_round(3, 2), base.clone());
     let best = s.best().expect("best");
     assert!(best.is_final());
     assert_eq!(best.decisions, lacuna_tuning::baseline_decisions());
@@ -636,21 +612,9 @@ fn the_builtin_schedule_wins_the_final_round_when_it_is_fastest() {
 /// not chosen; the others' verdicts stand.
 #[test]
 fn a_finalist_failing_in_the_final_round_is_judged_failed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Database::new(dir.path().join("db.jsonl"));
     let mut m = Noisy::new((0, 0, 1), 3.0);
     m.flaky = Some(OPTIMUM);
-    let o = with_final_round(3, 3);
-    let s = tune(
-        &Fake::new(),
-        &task(),
-        Some(vec![]),
-        &db,
-        &mut m,
-        &o,
-        &mut (),
-    )
-    .expect("tunes");
+    let (_dir, _db, s) = tune_noisy(&mut m, &with_final_round(3, 3), vec![]);
     let flaky = s
         .records
         .iter()
@@ -678,4 +642,33 @@ fn a_finalist_failing_in_the_final_round_is_judged_failed() {
         0,
         "failed() counts the search's trials, which all ran"
     );
+}
+
+/// A resumed run counts its trials without the earlier final round's verdicts, and ends with a
+/// final round of its own.
+#[test]
+fn a_resumed_run_counts_trials_without_verdicts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Database::new(dir.path().join("db.jsonl"));
+    let mut m = Noisy::new((0, 0, 1), 3.0);
+    let mut o = opts(StrategyKind::Random, 3, Some(10));
+    o.final_rounds = 2;
+    let first = tune(&Fake::new(), &task(), Some(vec![]), &db, &mut m, &o, &mut ()).expect("tunes");
+    assert_eq!(first.records.iter().filter(|r| !r.is_final()).count(), 10);
+    assert_eq!(first.records.iter().filter(|r| r.is_final()).count(), 4);
+    o.max_trials = Some(20);
+    o.resume = true;
+    let s = tune(&Fake::new(), &task(), Some(vec![]), &db, &mut m, &o, &mut ()).expect("tunes");
+    assert!(s.resumed);
+    assert_eq!(s.records.iter().filter(|r| !r.is_final()).count(), 20);
+    assert_eq!(s.records.iter().filter(|r| r.is_final()).count(), 8);
+    let builtin = s
+        .records
+        .iter()
+        .filter(|r| !r.is_final() && r.decisions.contains_key("template"))
+        .count();
+    assert_eq!(builtin, 1, "the built-in schedule is a trial once");
+    let trials: BTreeSet<usize> = s.records.iter().map(|r| r.trial).collect();
+    assert_eq!(trials.len(), s.records.len());
+    assert_eq!(db.load().expect("parses").len(), s.records.len());
 }
