@@ -653,12 +653,30 @@ fn a_resumed_run_counts_trials_without_verdicts() {
     let mut m = Noisy::new((0, 0, 1), 3.0);
     let mut o = opts(StrategyKind::Random, 3, Some(10));
     o.final_rounds = 2;
-    let first = tune(&Fake::new(), &task(), Some(vec![]), &db, &mut m, &o, &mut ()).expect("tunes");
+    let first = tune(
+        &Fake::new(),
+        &task(),
+        Some(vec![]),
+        &db,
+        &mut m,
+        &o,
+        &mut (),
+    )
+    .expect("tunes");
     assert_eq!(first.records.iter().filter(|r| !r.is_final()).count(), 10);
     assert_eq!(first.records.iter().filter(|r| r.is_final()).count(), 4);
     o.max_trials = Some(20);
     o.resume = true;
-    let s = tune(&Fake::new(), &task(), Some(vec![]), &db, &mut m, &o, &mut ()).expect("tunes");
+    let s = tune(
+        &Fake::new(),
+        &task(),
+        Some(vec![]),
+        &db,
+        &mut m,
+        &o,
+        &mut (),
+    )
+    .expect("tunes");
     assert!(s.resumed);
     assert_eq!(s.records.iter().filter(|r| !r.is_final()).count(), 20);
     assert_eq!(s.records.iter().filter(|r| r.is_final()).count(), 8);
