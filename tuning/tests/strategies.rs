@@ -483,7 +483,17 @@ impl Measurer for Noisy {
     }
 }
 
-/// Tunes [`Fake`] with `m` and `o` into a fresh database (kept as long as the directory).
+/// Tunes [`Fake`] with `m` and `o` into `db`, the built-in schedule being `baseline`.
+fn tune_fake(
+    db: &Database,
+    m: &mut dyn Measurer,
+    o: &TuneOptions,
+    baseline: Vec<Instruction>,
+) -> lacuna_tuning::Summary {
+    tune(&Fake::new(), &task(), Some(baseline), db, m, o, &mut ()).expect("tunes")
+}
+
+/// [`tune_fake`] into a fresh database (kept as long as the directory).
 fn tune_noisy(
     m: &mut Noisy,
     o: &TuneOptions,
@@ -491,7 +501,7 @@ fn tune_noisy(
 ) -> (tempfile::TempDir, Database, lacuna_tuning::Summary) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Database::new(dir.path().join("db.jsonl"));
-    let s = tune(&Fake::new(), &task(), Some(baseline), &db, m, o, &mut ()).expect("tunes");
+    let s = tune_fake(&db, m, o, baseline);
     (dir, db, s)
 }
 
@@ -653,30 +663,12 @@ fn a_resumed_run_counts_trials_without_verdicts() {
     let mut m = Noisy::new((0, 0, 1), 3.0);
     let mut o = opts(StrategyKind::Random, 3, Some(10));
     o.final_rounds = 2;
-    let first = tune(
-        &Fake::new(),
-        &task(),
-        Some(vec![]),
-        &db,
-        &mut m,
-        &o,
-        &mut (),
-    )
-    .expect("tunes");
+    let first = tune_fake(&db, &mut m, &o, vec![]);
     assert_eq!(first.records.iter().filter(|r| !r.is_final()).count(), 10);
     assert_eq!(first.records.iter().filter(|r| r.is_final()).count(), 4);
     o.max_trials = Some(20);
     o.resume = true;
-    let s = tune(
-        &Fake::new(),
-        &task(),
-        Some(vec![]),
-        &db,
-        &mut m,
-        &o,
-        &mut (),
-    )
-    .expect("tunes");
+    let s = tune_fake(&db, &mut m, &o, vec![]);
     assert!(s.resumed);
     assert_eq!(s.records.iter().filter(|r| !r.is_final()).count(), 20);
     assert_eq!(s.records.iter().filter(|r| r.is_final()).count(), 8);
