@@ -864,7 +864,7 @@ pub fn summary_json(s: &lacuna_tuning::Summary) -> serde_json::Value {
         "resumed": s.resumed,
         "strategy": s.strategy.name(),
         "space_size": s.space_size.to_string(),
-        "trials": s.records.iter().filter(|r| !r.is_final()).count(),
+        "trials": s.trials(),
         "final_round": final_round_json(&s.records),
         "failed": s.failed(),
         "invalid": invalid,

@@ -37,7 +37,8 @@ pub fn trials_to_reach(records: &[Record], fraction: f64) -> Option<usize> {
 
 /// The `n` fastest successful records as a text table, with their speedup over `baseline`, in
 /// the order they rank ([`crate::db::rank`]): the final round's verdicts first (a trial with a
-/// verdict is listed by it alone), `meas` telling how many measurements (side-by-side rounds) a time sums up.
+/// verdict is listed by it alone), `meas` telling how many measurements (side-by-side rounds)
+/// a time sums up.
 pub fn table(records: &[Record], baseline: Option<f64>, n: usize) -> String {
     let judged: std::collections::BTreeSet<usize> = records
         .iter()

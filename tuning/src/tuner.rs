@@ -190,6 +190,11 @@ impl Summary {
         baseline_of(&self.records)
     }
 
+    /// Trials of the search (the final round's verdicts are not trials).
+    pub fn trials(&self) -> usize {
+        search_trials(&self.records)
+    }
+
     /// Failed trials of the search (crashed, timed out, wrong, error).
     pub fn failed(&self) -> usize {
         self.records
@@ -213,6 +218,20 @@ fn best_of(records: &[Record]) -> Option<&Record> {
         .iter()
         .filter(|r| r.status == Status::Ok && r.score.is_some())
         .min_by(|a, b| db::rank(a, b))
+}
+
+/// Appends `r` to the run's records and tells `observer`, with the best and the built-in
+/// schedule's record so far.
+fn push_observed(records: &mut Vec<Record>, r: Record, observer: &mut dyn Observer) {
+    records.push(r);
+    if let Some(r) = records.last() {
+        observer.trial(r, best_of(records), baseline_of(records));
+    }
+}
+
+/// Trials of the search among a run's records: the final round's verdicts are not trials.
+fn search_trials(records: &[Record]) -> usize {
+    records.iter().filter(|r| !r.is_final()).count()
 }
 
 fn baseline_of(records: &[Record]) -> Option<&Record> {
@@ -259,27 +278,35 @@ fn verdict(
     score: impl Fn(&Timing) -> f64,
 ) -> (Outcome, Vec<f64>) {
     let mut timings: Vec<Timing> = Vec::new();
+    let mut scores: Vec<f64> = Vec::new();
     for (i, o) in outcomes.into_iter().enumerate() {
         match o {
-            Outcome::Ok(t) => timings.push(t),
+            Outcome::Ok(t) => {
+                scores.push(score(&t));
+                timings.push(t);
+            }
             Outcome::Failed { status, detail } => {
-                let scores = timings.iter().map(&score).collect();
                 let detail = format!("round {} of the final round: {detail}", i + 1);
                 return (Outcome::Failed { status, detail }, scores);
             }
         }
     }
-    let scores: Vec<f64> = timings.iter().map(&score).collect();
-    if timings.len() < rounds {
+    if timings.len() < rounds.max(1) {
         let detail = format!(
             "measured in {} of the final round's {rounds} rounds",
             timings.len()
         );
-        let status = Status::Error;
-        return (Outcome::Failed { status, detail }, scores);
+        return (
+            Outcome::Failed {
+                status: Status::Error,
+                detail,
+            },
+            scores,
+        );
     }
-    timings.sort_by(|a, b| score(a).total_cmp(&score(b)));
-    let median = timings[(timings.len() - 1) / 2];
+    let mut order: Vec<usize> = (0..timings.len()).collect();
+    order.sort_by(|&a, &b| scores[a].total_cmp(&scores[b]));
+    let median = timings[order[(order.len() - 1) / 2]];
     (Outcome::Ok(median), scores)
 }
 
@@ -346,9 +373,9 @@ pub fn tune(
     }
     let mut strategy = Strategy::new(opts.strategy, rand::rngs::StdRng::seed_from_u64(opts.seed));
     let out_of_time = |start: &Instant| elapsed(start) >= opts.budget.as_secs_f64();
-    // Trials of the search: a resumed run's earlier verdicts are not trials.
-    let trials = |records: &[Record]| records.iter().filter(|r| !r.is_final()).count();
-    let out_of_trials = |records: &[Record]| opts.max_trials.is_some_and(|m| trials(records) >= m);
+    // A resumed run's earlier verdicts are not trials.
+    let out_of_trials =
+        |records: &[Record]| opts.max_trials.is_some_and(|m| search_trials(records) >= m);
 
     let score_of = |t: &Timing| t.min + opts.amortize.map_or(0.0, |n| t.conversion / n);
     let make_record = |c: &Candidate, outcome: Outcome, elapsed: f64| -> Record {
@@ -396,9 +423,7 @@ pub fn tune(
                 let r = make_record(&c, o, elapsed(&start));
                 db.append(&r)?;
                 by_trace.insert(trace_key(&r.trace), r.score);
-                records.push(r);
-                let r = records.last().expect("just pushed");
-                observer.trial(r, best_of(&records), baseline_of(&records));
+                push_observed(&mut records, r, observer);
             }
         }
     }
@@ -476,9 +501,7 @@ pub fn tune(
                         elapsed(&start),
                     );
                     db.append(&r)?;
-                    records.push(r);
-                    let r = records.last().expect("just pushed");
-                    observer.trial(r, best_of(&records), baseline_of(&records));
+                    push_observed(&mut records, r, observer);
                 }
                 Ok(trace) => {
                     if let Some(score) = by_trace.get(&trace_key(&trace)) {
@@ -498,7 +521,7 @@ pub fn tune(
         }
         let budget_left = opts
             .max_trials
-            .map_or(usize::MAX, |m| m.saturating_sub(trials(&records)));
+            .map_or(usize::MAX, |m| m.saturating_sub(search_trials(&records)));
         batch.truncate(budget_left);
         for (c, _) in batch.iter_mut() {
             c.trial = next_trial;
@@ -518,9 +541,7 @@ pub fn tune(
             if let Some(p) = points_of.get(&c.trial) {
                 history.push((p.clone(), r.score));
             }
-            records.push(r);
-            let r = records.last().expect("just pushed");
-            observer.trial(r, best_of(&records), baseline_of(&records));
+            push_observed(&mut records, r, observer);
             !out_of_time(&start) && !out_of_trials(&records)
         })?;
         if let Some(e) = failure {
@@ -566,9 +587,7 @@ pub fn tune(
                 scores,
             });
             db.append(&r)?;
-            records.push(r);
-            let r = records.last().expect("just pushed");
-            observer.trial(r, best_of(&records), baseline_of(&records));
+            push_observed(&mut records, r, observer);
         }
     }
     Ok(Summary {
