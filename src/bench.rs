@@ -288,6 +288,9 @@ pub struct Matrix {
     pub name: String,
     /// Its entries: sorted, duplicates summed, f64 values.
     pub coo: CooTensor,
+    /// [`driver::scattered_gathers`] of its entries, counted once for every built-in schedule
+    /// compiled for it.
+    pub scattered_permille: usize,
 }
 
 impl Matrix {
@@ -317,7 +320,12 @@ impl Matrix {
     fn new(name: String, mut coo: CooTensor) -> Matrix {
         coo.sort_and_sum_duplicates();
         coo.values = ArrayData::F64(coo.values.to_f64_vec());
-        Matrix { name, coo }
+        let scattered_permille = driver::scattered_gathers(&coo);
+        Matrix {
+            name,
+            coo,
+            scattered_permille,
+        }
     }
 
     /// Rows.
@@ -743,7 +751,7 @@ pub fn run_bench(
                                         ("spmv", _) => m.cols().saturating_mul(8),
                                         _ => 0,
                                     },
-                                    scattered_permille: driver::scattered_gathers(&m.coo),
+                                    scattered_permille: m.scattered_permille,
                                 };
                                 own = compile_kernel(def.name, format, sched.as_ref(), Some(data))
                                     .map_err(|e| in_config(&what, e))?;
