@@ -40,9 +40,9 @@ def key(kernel, matrix, k, threads):
     return (kernel, matrix, None if kernel in NO_K else int(k), int(threads))
 
 
-def read_lacuna(path, keep=lambda schedule: True):
-    """The fastest record per kernel × matrix × K × threads among those whose schedule `keep`
-    accepts, and the nnz of each matrix."""
+def read_lacuna(path, keep=lambda record: True):
+    """The fastest record per kernel × matrix × K × threads among those `keep` accepts, and
+    the nnz of each matrix."""
     best = {}
     nnz = {}
     with open(path) as f:
@@ -55,7 +55,7 @@ def read_lacuna(path, keep=lambda schedule: True):
                 t = float(r["run_s_min"])
             except (ValueError, KeyError, TypeError) as e:
                 sys.exit(f"{path}:{i}: not a lacuna bench record: {e}")
-            if not keep(r.get("schedule", "none")):
+            if not keep(r):
                 continue
             cfg = f"{r.get('format', 'csr')}/{r.get('schedule', 'none')}"
             if kk not in best or t < best[kk][0]:
@@ -204,16 +204,10 @@ def main():
     if a.tuned and os.path.exists(a.tuned):
         # Each case's tuned schedule was timed by one `lacuna bench` beside the built-in one;
         # that built-in time (else the main run's) is the one compared with.
-        tuned, _ = read_lacuna(a.tuned, lambda s: s != "builtin")
-        beside, _ = read_lacuna(a.tuned, lambda s: s == "builtin")
+        tuned, _ = read_lacuna(a.tuned, lambda r: r.get("schedule") != "builtin")
+        beside, _ = read_lacuna(a.tuned, lambda r: r.get("schedule") == "builtin")
         builtin = {**lacuna, **beside}
-        chose_builtin = set()
-        with open(a.tuned) as f:
-            for line in f:
-                if line.strip():
-                    r = json.loads(line)
-                    if r.get("tuned_is_builtin"):
-                        chose_builtin.add(key(r["kernel"], r["matrix"], r["k"], r["threads"]))
+        chose_builtin, _ = read_lacuna(a.tuned, lambda r: r.get("tuned_is_builtin", False))
         print()
         print("Tuned schedules (`lacuna tune`, then the best schedule timed by `lacuna bench` "
               "beside the built-in schedule, in one run; \"(built-in)\": the tuner's final round "
