@@ -7,8 +7,12 @@ Inputs:
   --lacuna FILE.jsonl     `lacuna bench` JSON Lines (run_s_min; the fastest format/schedule
                           of each configuration counts)
   --anchors-json FILE     results/<tag>.json of ../shared/bench/anchors/anchors.py ("rows":
-                          kernel, matrix, K (null for spmv), lib, threads, t_min_s, nnz)
-  --anchors-text FILE     anchors.py's standard output, read when the JSON file is missing
+                          kernel, matrix, K (null for spmv), lib, threads, t_min_s, nnz);
+                          repeatable (one per round of compare-anchors ROUNDS=): the fastest
+                          time of each library over the files counts, as the fastest record
+                          of each configuration in --lacuna does
+  --anchors-text FILE     anchors.py's standard output, read when no JSON file exists;
+                          repeatable likewise
   --machine FILE          anchors.py's results/machine.json (STREAM triad per thread count):
                           adds SpMV's effective bandwidth as a share of STREAM triad
   --mlir FILE             lines of ../shared/bench/mlir/run_mlir.sh ("mlir kernel=.. matrix=..
@@ -125,8 +129,8 @@ def fmt_ms(s):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lacuna", required=True)
-    ap.add_argument("--anchors-json")
-    ap.add_argument("--anchors-text")
+    ap.add_argument("--anchors-json", action="append", default=[])
+    ap.add_argument("--anchors-text", action="append", default=[])
     ap.add_argument("--mlir")
     ap.add_argument("--machine")
     ap.add_argument("--tuned")
@@ -140,10 +144,13 @@ def main():
 
     lacuna, lacuna_nnz = read_lacuna(a.lacuna)
     refs = []
-    if a.anchors_json and os.path.exists(a.anchors_json):
-        refs += read_anchors_json(a.anchors_json)
-    elif a.anchors_text and os.path.exists(a.anchors_text):
-        refs += read_anchors_text(a.anchors_text)
+    json_files = [p for p in a.anchors_json if os.path.exists(p)]
+    for path in json_files:
+        refs += read_anchors_json(path)
+    if not json_files:
+        for path in a.anchors_text:
+            if os.path.exists(path):
+                refs += read_anchors_text(path)
     if a.mlir and os.path.exists(a.mlir):
         refs += read_mlir(a.mlir)
     by_key = defaultdict(list)

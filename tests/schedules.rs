@@ -954,6 +954,75 @@ proptest! {
     }
 }
 
+/// SpMV's row split by `w` with the lanes inside, factored: `w` partial sums that live across
+/// the whole row (several accumulators), the lanes unrolled, rows in parallel when asked.
+fn spmv_accumulators_trace(w: u64, parallel: bool) -> Vec<Instruction> {
+    let mut t = vec![
+        Instruction::Split {
+            r#loop: "spmv:j".into(),
+            factors: vec![None, Some(w)],
+        },
+        Instruction::Rfactor {
+            r#loop: "j.1".into(),
+        },
+        Instruction::Unroll {
+            r#loop: "j.1".into(),
+        },
+    ];
+    if parallel {
+        t.push(Instruction::Parallel {
+            r#loop: "spmv:i".into(),
+        });
+    }
+    t
+}
+
+#[test]
+fn golden_rfactor_accumulators() {
+    // The partial sums are zeroed before `j.0` and reduced after it (not per `j.0`), the rows
+    // may run in parallel (each has its own partial sums), and lowering takes the split's
+    // guard out of the full chunks (partition_loops).
+    let p = kernel("spmv");
+    let s = Schedule::replay(&p, &spmv_accumulators_trace(4, true)).expect("applies");
+    let stage2 = s.stage2().expect("lowers");
+    insta::assert_snapshot!("rfactor_accumulators", print_func(&stage2));
+    let flat = lacuna::stage2::lower_to_flat(stage2, &Default::default(), &mut |_, _| {})
+        .expect("flattens");
+    insta::assert_snapshot!("rfactor_accumulators_flat", print_func(&flat));
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// SpMV with several accumulators per row (rfactor across the split row, partitioned
+    /// tails), serial and parallel on 1..4 threads: equal to the dense reference within
+    /// `REL_TOL` (the partial sums reassociate; rows hold at most 10 entries), on the
+    /// interpreter and the JIT.
+    #[test]
+    fn rfactor_accumulators_preserve_spmv(
+        (m, n, rows) in sparse_matrix(),
+        seed in any::<u64>(),
+        w in 2u64..5,
+        threads in 1usize..5,
+    ) {
+        let p = kernel("spmv");
+        let x = values(n, seed);
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
+            ("x".to_string(), dense(&[n], x.clone())),
+        ]);
+        let a = to_dense(m, n, &rows);
+        let want: Vec<f64> = (0..m).map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum()).collect();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+        for parallel in [false, true] {
+            let outs = pool.install(|| run_scheduled(&p, &spmv_accumulators_trace(w, parallel), &inputs));
+            for (target, out) in outs {
+                assert_dense(&format!("{w} accumulators, parallel {parallel}, {target}"), &out, &[m], &want);
+            }
+        }
+    }
+}
+
 #[test]
 fn rfactor_and_warp_bind_reject_what_they_cannot_do() {
     let p = kernel("spmv");

@@ -190,6 +190,9 @@ pub enum Instruction {
     /// Stage II: factor a reduction loop of constant extent into per-iteration partial results
     /// (a `local` scratch buffer) and a final reduction loop `LOOP.rf` (TVM's `rfactor`).
     /// Binding `LOOP.rf` to `threadIdx.x` then makes the final reduction a warp reduction.
+    /// When the loop is the only statement of enclosing serial loops that the reduced element
+    /// does not vary in (the inner part of a split reduction), the partial results span them:
+    /// several accumulators once the loop is unrolled.
     Rfactor {
         /// The loop.
         r#loop: String,

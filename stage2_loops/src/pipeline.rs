@@ -4,7 +4,7 @@ use crate::ir::{Expr, Func, Stmt};
 use crate::passes::{
     build_loop_nests::build_loop_nests, hoist_invariant_lets::hoist_invariant_lets,
     lower_sparse_buffer::lower_sparse_buffer, materialize_index_buffers::materialize_index_buffers,
-    place_init_blocks::place_init_blocks, simplify::simplify,
+    partition_loops::partition_loops, place_init_blocks::place_init_blocks, simplify::simplify,
     specialize_index_buffers::specialize_index_buffers,
     translate_coordinates::translate_coordinates,
 };
@@ -86,6 +86,8 @@ pub fn lower_to_flat(
 ) -> Result<Func, LowerError> {
     let flat = lower_sparse_buffer(stage2)?;
     after_pass("lower_sparse_buffer", &flat);
+    let flat = partition_loops(flat);
+    after_pass("partition_loops", &flat);
     let flat = if cfg.simplify { simplify(flat) } else { flat };
     if cfg.simplify {
         after_pass("simplify", &flat);

@@ -358,10 +358,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 )?;
                 let latch = self.current_block()?;
                 let br = self.builder.build_unconditional_branch(head)?;
+                // Loops unrolled in full (the chunk of a split reduction) leave straight code.
                 let short = from_memory
-                    && !body
-                        .iter()
-                        .any(|s| matches!(s, Stmt::For { .. } | Stmt::While { .. }));
+                    && !body.iter().any(|s| {
+                        matches!(s, Stmt::For { kind, .. } if *kind != ForKind::Unrolled)
+                            || matches!(s, Stmt::While { .. })
+                    });
                 match unroll {
                     Some(n) => self.unroll_count_hint(br, n),
                     None => self.loop_hint(br, kind, short),

@@ -162,7 +162,14 @@ fn independent_strict(s: &Stmt, name: &str) -> Result<(), Condition> {
             buffer: b.clone(),
         });
     }
-    let written: BTreeSet<&String> = acc.iter().filter(|a| a.2).map(|a| &a.0).collect();
+    // Scratch allocated inside the body is each iteration's own (its contents start
+    // undefined at every `alloc`): rfactor's partial results of a row, say.
+    let private = allocated(body);
+    let written: BTreeSet<&String> = acc
+        .iter()
+        .filter(|a| a.2 && !private.contains(&a.0))
+        .map(|a| &a.0)
+        .collect();
     for buffer in written {
         let lists: Vec<&Vec<Expr>> = acc
             .iter()
@@ -181,6 +188,23 @@ fn independent_strict(s: &Stmt, name: &str) -> Result<(), Condition> {
         }
     }
     Ok(())
+}
+
+/// The scratch buffers that `stmts` allocate, at any depth.
+fn allocated(stmts: &[Stmt]) -> BTreeSet<String> {
+    fn walk(stmts: &[Stmt], out: &mut BTreeSet<String>) {
+        for s in stmts {
+            if let Stmt::Alloc { buffer, .. } = s {
+                out.insert(buffer.clone());
+            }
+            for list in s.bodies() {
+                walk(list, out);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(stmts, &mut out);
+    out
 }
 
 fn set_kind(

@@ -17,12 +17,27 @@
 //! front of the final reduction, so that `bind(l.rf, threadIdx.x)` can make the final
 //! reduction a warp reduction that owns the whole update of `b[idx]` (see `loop_kind::bind`).
 //! The partial results live in `local` scope: under GPU semantics each thread has its own.
+//!
+//! When the loop is the only statement of enclosing serial loops that the reduced element
+//! does not vary in (the outer part of a split reduction, `for l.0 { for l.1 { ... } }`), the
+//! partial results live across those loops too (TVM's rfactor, whose partial results span
+//! every reduction loop of the block): they are zeroed once before the outermost of them and
+//! reduced once after it, so that `W` independent partial sums run through the whole
+//! reduction — several accumulators of a CPU reduction once `l.1` is unrolled:
+//!
+//! ```text
+//! for l0 in ... {                         alloc local b_rf: T[W]
+//!   for l in s..s+W {               ==>   for l.init in s..s+W { b_rf[l.init - s] = 0 }
+//!     ... b[idx] = b[idx] + e ...         for l0 in ... { for l in s..s+W {
+//!   }                                       ... b_rf[l - s] = b_rf[l - s] + e ... } }
+//! }                                       b[idx] = v0; for l.rf in s..s+W { b[idx] += b_rf[l.rf - s] }
+//! ```
 
 use crate::error::Condition;
 use crate::loops::{accesses, bound_vars, edit_list, find, get, mentions};
 use lacuna_ir::DType;
 use lacuna_stage1::BinOp;
-use lacuna_stage2::{Expr, Func, MemScope, ScratchDecl, Stmt};
+use lacuna_stage2::{Expr, ForKind, Func, MemScope, ScratchDecl, Stmt};
 use std::collections::BTreeSet;
 
 /// The element every store of `stmts` sums into: `(b, idx, e)` for `b[idx] = b[idx] + e`
@@ -130,6 +145,24 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
             "the reduced element `{b}[...]` varies inside the loop: it is not a reduction over `{var}`"
         )));
     }
+    // The enclosing loops the partial results may live across: each holds only the next loop
+    // of the chain, runs serially, and does not move the reduced element.
+    let mut host = index;
+    while let Some(Stmt::For {
+        var: outer,
+        kind: ForKind::Serial | ForKind::Unrolled,
+        body: outer_body,
+        ..
+    }) = host.checked_sub(1).and_then(|h| get(&f.body, h))
+    {
+        if outer_body.len() != 1
+            || !matches!(outer_body[0], Stmt::For { .. })
+            || idx.iter().any(|e| mentions(e, outer))
+        {
+            break;
+        }
+        host -= 1;
+    }
     let dtype = f.elem_type(&b).unwrap_or(DType::F64);
     let zero = match dtype {
         DType::F32 | DType::F64 => Expr::Float(0.0, dtype),
@@ -143,8 +176,11 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
         n += 1;
     }
     let fin = format!("{var}.rf");
-    if find(&f.body, &fin).is_ok() {
-        return Err(bad(format!("a loop named `{fin}` exists already")));
+    let zero_loop = format!("{var}.init");
+    for name in [&fin, &zero_loop] {
+        if find(&f.body, name).is_ok() {
+            return Err(bad(format!("a loop named `{name}` exists already")));
+        }
     }
     let at = |v: &str| {
         if s0 == 0 {
@@ -153,11 +189,24 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
             Expr::sub(Expr::var(v), Expr::i64(s0))
         }
     };
-    let mut new_body = vec![Stmt::Store {
+    let zero_store = |v: &str| Stmt::Store {
         buffer: rf.clone(),
-        indices: vec![at(&var)],
-        value: zero,
-    }];
+        indices: vec![at(v)],
+        value: zero.clone(),
+    };
+    // Zeroed in each iteration of the loop, or once before the loops they live across.
+    let (mut new_body, zeroing) = if host == index {
+        (vec![zero_store(&var)], None)
+    } else {
+        let zeroing = Stmt::For {
+            var: zero_loop.clone(),
+            start: start.clone(),
+            end: end.clone(),
+            kind: ForKind::Unrolled,
+            body: vec![zero_store(&zero_loop)],
+        };
+        (Vec::new(), Some(zeroing))
+    };
     new_body.extend(rewrite(body, &b, &rf, &at(&var)));
     let load_b = Expr::Load {
         buffer: b.clone(),
@@ -167,7 +216,7 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
         var: fin.clone(),
         start: start.clone(),
         end: end.clone(),
-        kind: lacuna_stage2::ForKind::Serial,
+        kind: ForKind::Serial,
         body: vec![Stmt::Store {
             buffer: b.clone(),
             indices: idx.clone(),
@@ -189,11 +238,16 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
     let mut new_body = Some(new_body);
     let mut final_loop = Some(final_loop);
     let mut alloc = Some(alloc);
+    let mut zeroing = zeroing;
     edit_list(&mut f.body, index, &mut |list, i| {
         let Stmt::For { body, .. } = &mut list[i] else {
             unreachable!("a loop")
         };
         *body = new_body.take().unwrap_or_default();
+        Ok(())
+    })?;
+    // The loops before `host` are unchanged: its pre-order number still finds it.
+    edit_list(&mut f.body, host, &mut |list, i| {
         let mut pos = i;
         let init = (i > 0 && is_init_of(&list[i - 1], &b, &idx)).then(|| list.remove(i - 1));
         if init.is_some() {
@@ -203,7 +257,7 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
         after.extend(init);
         after.extend(final_loop.take());
         list.splice(pos + 1..pos + 1, after);
-        list.insert(pos, alloc.take().expect("once"));
+        list.splice(pos..pos, alloc.take().into_iter().chain(zeroing.take()));
         Ok(())
     })?;
     f.scratch.push(ScratchDecl {

@@ -5,6 +5,7 @@ pub mod extract_preprocess;
 pub mod hoist_invariant_lets;
 pub mod lower_sparse_buffer;
 pub mod materialize_index_buffers;
+pub mod partition_loops;
 pub mod place_init_blocks;
 pub mod simplify;
 pub mod specialize_index_buffers;
