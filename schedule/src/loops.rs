@@ -449,17 +449,4 @@ pub fn edit_list(body: &mut Vec<Stmt>, index: usize, f: ListEdit<'_>) -> Result<
     go(body, index, &mut 0, f)
 }
 
-/// Every variable a statement list binds (loops, lets, declarations), at any depth.
-pub fn bound_vars(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
-    for s in stmts {
-        match s {
-            Stmt::For { var, .. } | Stmt::Let { var, .. } | Stmt::Decl { var, .. } => {
-                out.insert(var.clone());
-            }
-            _ => {}
-        }
-        for b in s.bodies() {
-            bound_vars(b, out);
-        }
-    }
-}
+pub use lacuna_stage2::bound_vars;

@@ -697,3 +697,18 @@ impl Stmt {
                 .any(|b| b.iter().any(Stmt::has_shuffle))
     }
 }
+
+/// Every variable a statement list binds (loops, lets, declarations), at any depth.
+pub fn bound_vars(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+    for s in stmts {
+        match s {
+            Stmt::For { var, .. } | Stmt::Let { var, .. } | Stmt::Decl { var, .. } => {
+                out.insert(var.clone());
+            }
+            _ => {}
+        }
+        for b in s.bodies() {
+            bound_vars(b, out);
+        }
+    }
+}

@@ -16,8 +16,8 @@ mod print;
 
 pub use interp::{interpret_func, interpret_gpu, Stage2InterpError};
 pub use ir::{
-    expr_type, AtomicOp, BufferDecl, BufferKind, Expr, ForKind, Func, GpuAxis, IterVar, MemScope,
-    ScratchDecl, ShuffleKind, Stmt,
+    bound_vars, expr_type, AtomicOp, BufferDecl, BufferKind, Expr, ForKind, Func, GpuAxis, IterVar,
+    MemScope, ScratchDecl, ShuffleKind, Stmt,
 };
 pub use pipeline::{lower, lower_to_flat, lower_to_stage2, verify_flat, Config, Lowered};
 pub use print::print_func;

@@ -73,6 +73,7 @@ fn every_pass_leaves_a_printable_program_and_the_pipeline_names_them_in_order() 
             "place_init_blocks",
             "translate_coordinates",
             "lower_sparse_buffer",
+            "partition_loops",
             "simplify",
             "hoist_invariant_lets",
         ]

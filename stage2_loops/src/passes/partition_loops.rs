@@ -16,7 +16,7 @@
 //! serial and the inner one serial or unrolled (an unrolled chunk then has no branch left);
 //! vector, parallel and GPU loops keep their guards (masks, partitions and thread bounds).
 
-use crate::ir::{Expr, ForKind, Func, Stmt};
+use crate::ir::{bound_vars, Expr, ForKind, Func, Stmt};
 use lacuna_stage1::BinOp;
 use std::collections::BTreeSet;
 
@@ -150,20 +150,6 @@ fn partition(s: Stmt, parts: Parts) -> Vec<Stmt> {
         },
         tail,
     ]
-}
-
-fn bound_vars(list: &[Stmt], out: &mut BTreeSet<String>) {
-    for s in list {
-        match s {
-            Stmt::For { var, .. } | Stmt::Let { var, .. } | Stmt::Decl { var, .. } => {
-                out.insert(var.clone());
-            }
-            _ => {}
-        }
-        for b in s.bodies() {
-            bound_vars(b, out);
-        }
-    }
 }
 
 fn writes(list: &[Stmt], out: &mut BTreeSet<String>) {
