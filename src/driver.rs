@@ -857,10 +857,23 @@ pub const SPMM_PREFETCH_MIN_BYTES: usize = 32 << 20;
 pub const SPMM_PREFETCH_DISTANCE: i64 = 8;
 
 /// Mean stored entries per row from which SpMV's built-in schedule runs each row's sum as
-/// vector lanes (gathers of `x`, reassociated): 1.74× faster on bcsstk16 (59 per row), about
-/// even on cage10 (14), 1.2× slower on cit-HepPh (12) and 4elt (6), one thread, measured side
-/// by side.
-pub const SPMV_VECTOR_MIN_ROW: f64 = 32.0;
+/// vector lanes (gathers of `x`, reassociated). `lacuna bench`, one thread, vector lanes over
+/// the scalar row loop side by side, on the 13 matrices of `../shared/matrices` above 100K
+/// entries and anchors.py's generated families: faster from 10 per row up (bcsstk16 0.48,
+/// ego-Facebook 0.44, citeseer_features (32 per row) 0.66, cage10 (13) 0.62–0.95, cage11
+/// 0.91, email-Enron (10) 0.92, soc-Slashdot0902 0.96, er-mid (10) 0.44, rmat-mid 0.90,
+/// block4-mid 0.84), except cit-HepPh (12 per row: 1.15); about even to slower below 8
+/// (lap3d-mid (7) 1.01, lap2d-mid (5) 0.93, wing (4) 1.03, ct2010, de2010 and vt2010 (5)
+/// 1.08–1.13). It was 32 until session 11, set on three matrices.
+pub const SPMV_VECTOR_MIN_ROW: f64 = 8.0;
+
+/// Bytes of `x` from which SpMV's vectorized rows also prefetch their scattered gathers
+/// ([`SPMV_PREFETCH_MIN_SCATTERED`]): rmat-large (`x` 17 MB), one thread, side by side: vector
+/// lanes 117–170 ms, with the prefetch 87–96 ms (scalar with prefetch 87 ms); with `x` of
+/// 0.6–1.6 MB the vector lanes alone are fastest (er-mid 2.4–2.6 ms, with prefetch 2.8–3.2,
+/// scalar with prefetch 2.9; soc-Slashdot0902 1.17–1.53, 1.69–2.14 and 1.56). Between 1.6 and
+/// 17 MB nothing was measured; 8 MiB splits the gap.
+pub const SPMV_VECTOR_PREFETCH_MIN_BYTES: usize = 8 << 20;
 
 /// Bytes of `x` from which SpMV's built-in schedule (rows not vectorized) prefetches its
 /// scattered gathers (see [`SPMV_PREFETCH_MIN_SCATTERED`]) [`SPMV_PREFETCH_DISTANCE`] entries
@@ -895,10 +908,11 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 /// - SDDMM (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes
 ///   reassociate the sum: results may differ from the serial order in the last bits.
 /// - SpMV (`examples/spmv.ron`) with at least [`SPMV_VECTOR_MIN_ROW`] entries per row on
-///   average vectorizes each row's sum (reassociated likewise); with shorter rows whose
-///   gathers are scattered ([`SPMV_PREFETCH_MIN_SCATTERED`]) over an `x` of
-///   [`SPMV_PREFETCH_MIN_BYTES`] or more, it prefetches them [`SPMV_PREFETCH_DISTANCE`]
-///   entries ahead, across rows.
+///   average vectorizes each row's sum (reassociated likewise), and prefetches scattered
+///   gathers ([`SPMV_PREFETCH_MIN_SCATTERED`]) of an `x` of
+///   [`SPMV_VECTOR_PREFETCH_MIN_BYTES`] or more; with shorter rows whose gathers are
+///   scattered over an `x` of [`SPMV_PREFETCH_MIN_BYTES`] or more, it prefetches them
+///   [`SPMV_PREFETCH_DISTANCE`] entries ahead, across rows.
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
     builtin_schedule(p, &DataStats::of(inputs))
 }
@@ -958,13 +972,19 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         });
     }
     if p.name == "spmv" {
+        let scattered = data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED;
         if data.mean_row() >= SPMV_VECTOR_MIN_ROW {
             trace.push(I::Vectorize {
                 r#loop: "spmv:j".into(),
             });
-        } else if data.gathered_bytes >= SPMV_PREFETCH_MIN_BYTES
-            && data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED
-        {
+            if scattered && data.gathered_bytes >= SPMV_VECTOR_PREFETCH_MIN_BYTES {
+                trace.push(I::Annotate {
+                    r#loop: "spmv:j".into(),
+                    key: "prefetch".into(),
+                    value: SPMV_PREFETCH_DISTANCE,
+                });
+            }
+        } else if scattered && data.gathered_bytes >= SPMV_PREFETCH_MIN_BYTES {
             trace.push(I::Annotate {
                 r#loop: "spmv:j".into(),
                 key: "prefetch".into(),

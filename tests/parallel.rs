@@ -323,21 +323,31 @@ fn prefetches(s: &lacuna::schedule::ScheduleFile) -> bool {
 }
 
 /// SpMV's built-in schedule prefetches its gathers of `x` exactly when they are scattered
-/// (`SPMV_PREFETCH_MIN_SCATTERED`) over an `x` of `SPMV_PREFETCH_MIN_BYTES` or more, and rows
-/// are short (long rows are vectorized instead); the schedule replays.
+/// (`SPMV_PREFETCH_MIN_SCATTERED`) over an `x` of `SPMV_PREFETCH_MIN_BYTES` or more with short
+/// rows, or of `SPMV_VECTOR_PREFETCH_MIN_BYTES` or more with rows long enough for vector lanes
+/// (`SPMV_VECTOR_MIN_ROW`); the schedule replays.
 #[test]
 fn builtin_spmv_prefetches_scattered_gathers_only() {
     use lacuna::driver::{
-        builtin_schedule, DataStats, SPMV_PREFETCH_MIN_BYTES as B, SPMV_PREFETCH_MIN_SCATTERED as S,
+        builtin_schedule, DataStats, SPMV_PREFETCH_MIN_BYTES as B,
+        SPMV_PREFETCH_MIN_SCATTERED as S, SPMV_VECTOR_PREFETCH_MIN_BYTES as V,
     };
     let p = example("spmv");
     for (rows, bytes, scattered, want) in [
-        (100_000, B, S, true),
-        (100_000, B - 8, S, false),
-        (100_000, B, S - 1, false),
-        (100_000, B * 64, 1000, true),
-        // 50 entries per row: vector lanes, no prefetch.
-        (20_000, B * 4, 1000, false),
+        // 4 entries per row: scalar rows.
+        (250_000, B, S, true),
+        (250_000, B - 8, S, false),
+        (250_000, B, S - 1, false),
+        (250_000, B * 64, 1000, true),
+        // 10 and 50 entries per row: vector lanes, which prefetch only from V bytes.
+        (100_000, B * 4, 1000, false),
+        (100_000, V, S, true),
+        (100_000, V - 8, S, false),
+        (20_000, V, S - 1, false),
+        (20_000, V * 4, 1000, true),
+        // The vector lanes' threshold: 8 entries per row on average.
+        (125_000, B, S, false),
+        (125_001, B, S, true),
     ] {
         let stats = DataStats {
             nnz: 1_000_000,
@@ -351,6 +361,16 @@ fn builtin_spmv_prefetches_scattered_gathers_only() {
             prefetches(&s),
             want,
             "{rows} rows, {bytes} bytes, {scattered}‰: {:?}",
+            s.trace
+        );
+        let vector = s
+            .trace
+            .iter()
+            .any(|t| matches!(t, lacuna::schedule::Instruction::Vectorize { .. }));
+        assert_eq!(
+            vector,
+            stats.mean_row() >= lacuna::driver::SPMV_VECTOR_MIN_ROW,
+            "{rows} rows: {:?}",
             s.trace
         );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
