@@ -168,11 +168,12 @@ fn parallel_loops_are_compiled_to_the_runtime_and_balanced_by_nnz() {
 #[test]
 fn built_in_schedules_keep_results() {
     use lacuna::driver::{default_schedule, run_kernel, run_kernel_scheduled};
-    let (m, n) = (3000, 2000);
+    let (m, n) = (4000, 2000);
     let mut e = Vec::new();
     for i in 0..m {
-        // Skewed: a few long rows, many short or empty ones.
-        let len = if i % 97 == 0 { 400 } else { i % 9 };
+        // Skewed: a few long rows, many short or empty ones (6 per row on average: SpMV's
+        // rows stay scalar, below `SPMV_VECTOR_MIN_ROW`).
+        let len = if i % 199 == 0 { 400 } else { i % 9 };
         for t in 0..len {
             e.push((i, (i * 31 + t * 17) % n, ((i + t) % 11) as f64 / 3.0 - 1.5));
         }
@@ -180,6 +181,7 @@ fn built_in_schedules_keep_results() {
     e.sort_by_key(|x| (x.0, x.1));
     e.dedup_by_key(|x| (x.0, x.1));
     assert!(e.len() >= lacuna::driver::PARALLEL_MIN_NNZ);
+    assert!((e.len() as f64) < lacuna::driver::SPMV_VECTOR_MIN_ROW * m as f64);
     let a = Input::Coo(coo(m, n, &e));
     // Long rows (33..=80 entries, 56 on average, one empty row): SpMV's rows become vector lanes.
     let (lm, ln) = (700, 1500);
