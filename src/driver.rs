@@ -972,19 +972,21 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         });
     }
     if p.name == "spmv" {
-        let scattered = data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED;
-        if data.mean_row() >= SPMV_VECTOR_MIN_ROW {
+        let vector = data.mean_row() >= SPMV_VECTOR_MIN_ROW;
+        if vector {
             trace.push(I::Vectorize {
                 r#loop: "spmv:j".into(),
             });
-            if scattered && data.gathered_bytes >= SPMV_VECTOR_PREFETCH_MIN_BYTES {
-                trace.push(I::Annotate {
-                    r#loop: "spmv:j".into(),
-                    key: "prefetch".into(),
-                    value: SPMV_PREFETCH_DISTANCE,
-                });
-            }
-        } else if scattered && data.gathered_bytes >= SPMV_PREFETCH_MIN_BYTES {
+        }
+        // Vector lanes keep more gathers in flight: they want a prefetch only further out.
+        let prefetch_from = if vector {
+            SPMV_VECTOR_PREFETCH_MIN_BYTES
+        } else {
+            SPMV_PREFETCH_MIN_BYTES
+        };
+        if data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED
+            && data.gathered_bytes >= prefetch_from
+        {
             trace.push(I::Annotate {
                 r#loop: "spmv:j".into(),
                 key: "prefetch".into(),

@@ -177,7 +177,13 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
     }
     let fin = format!("{var}.rf");
     let zero_loop = format!("{var}.init");
-    for name in [&fin, &zero_loop] {
+    // The zeroing loop exists only when the partial results live across enclosing loops.
+    let new_loops = if host == index {
+        vec![&fin]
+    } else {
+        vec![&fin, &zero_loop]
+    };
+    for name in new_loops {
         if find(&f.body, name).is_ok() {
             return Err(bad(format!("a loop named `{name}` exists already")));
         }
@@ -195,7 +201,7 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
         value: zero.clone(),
     };
     // Zeroed in each iteration of the loop, or once before the loops they live across.
-    let (mut new_body, zeroing) = if host == index {
+    let (mut new_body, mut zeroing) = if host == index {
         (vec![zero_store(&var)], None)
     } else {
         let zeroing = Stmt::For {
@@ -238,7 +244,6 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
     let mut new_body = Some(new_body);
     let mut final_loop = Some(final_loop);
     let mut alloc = Some(alloc);
-    let mut zeroing = zeroing;
     edit_list(&mut f.body, index, &mut |list, i| {
         let Stmt::For { body, .. } = &mut list[i] else {
             unreachable!("a loop")
