@@ -291,6 +291,8 @@ pub struct Matrix {
     /// [`driver::scattered_gathers`] of its entries, counted once for every built-in schedule
     /// compiled for it.
     pub scattered_permille: usize,
+    /// [`driver::row_length_changes`] of its entries, likewise.
+    pub row_changes_permille: usize,
 }
 
 impl Matrix {
@@ -321,10 +323,12 @@ impl Matrix {
         coo.sort_and_sum_duplicates();
         coo.values = ArrayData::F64(coo.values.to_f64_vec());
         let scattered_permille = driver::scattered_gathers(&coo);
+        let row_changes_permille = driver::row_length_changes(&coo);
         Matrix {
             name,
             coo,
             scattered_permille,
+            row_changes_permille,
         }
     }
 
@@ -752,6 +756,8 @@ pub fn run_bench(
                                         _ => 0,
                                     },
                                     scattered_permille: m.scattered_permille,
+                                    row_changes_permille: m.row_changes_permille,
+                                    vector_masks: lacuna_target::host_has_vector_masks(),
                                 };
                                 own = compile_kernel(def.name, format, sched.as_ref(), Some(data))
                                     .map_err(|e| in_config(&what, e))?;

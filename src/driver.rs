@@ -728,6 +728,35 @@ pub struct DataStats {
     pub gathered_bytes: usize,
     /// How scattered the gathers are, in thousandths: see [`scattered_gathers`].
     pub scattered_permille: usize,
+    /// How often a row's length differs from the previous row's, in thousandths: see
+    /// [`row_length_changes`].
+    pub row_changes_permille: usize,
+    /// Whether the host's vector units have mask registers (AVX-512), which make a masked
+    /// vector step about as cheap as a full one ([`lacuna_target::host_has_vector_masks`]).
+    /// Not a statistic of the data, but read by the same rules.
+    pub vector_masks: bool,
+}
+
+/// The share, in thousandths, of the rows of the 2-D tensor `a` (after the first) whose number
+/// of stored entries differs from the previous row's: a loop over each row's entries mispredicts
+/// its exit about that often. Near 0 for meshes of uniform degree (wing: every row 4 long) and
+/// FEM blocks; 800–950 for road networks, citation and social graphs. 0 for tensors that are not
+/// 2-D or have fewer than two rows.
+pub fn row_length_changes(a: &CooTensor) -> usize {
+    let (Some(r), &[rows, _]) = (a.coords.first(), &a.shape[..]) else {
+        return 0;
+    };
+    if rows < 2 {
+        return 0;
+    }
+    let mut lengths = vec![0u32; rows];
+    for &row in r.iter().take(a.nnz()) {
+        if let Some(l) = lengths.get_mut(row) {
+            *l = l.saturating_add(1);
+        }
+    }
+    let changes = lengths.windows(2).filter(|w| w[0] != w[1]).count();
+    changes * 1000 / (rows - 1)
 }
 
 /// Rows that [`scattered_gathers`] samples at most (each with the rows before it).
@@ -826,12 +855,15 @@ impl DataStats {
             })
             .max_by_key(|c| c.nnz());
         let scattered_permille = matrix.map_or(0, scattered_gathers);
+        let row_changes_permille = matrix.map_or(0, row_length_changes);
         DataStats {
             nnz,
             rows,
             feat,
             gathered_bytes,
             scattered_permille,
+            row_changes_permille,
+            vector_masks: lacuna_target::host_has_vector_masks(),
         }
     }
 
@@ -866,6 +898,21 @@ pub const SPMM_PREFETCH_DISTANCE: i64 = 8;
 /// (lap3d-mid (7) 1.01, lap2d-mid (5) 0.93, wing (4) 1.03, ct2010, de2010 and vt2010 (5)
 /// 1.08–1.13). It was 32 until session 11, set on three matrices.
 pub const SPMV_VECTOR_MIN_ROW: f64 = 8.0;
+
+/// [`row_length_changes`] (thousandths) from which SpMV's built-in schedule, on a host with
+/// vector masks, runs every row as masked vector lanes ([`SPMV_MASKED_REGISTERS`] registers per
+/// step, no scalar remainder), whatever the rows' mean length. `lacuna bench`, one thread, side
+/// by side with the rule before (session 12, Xeon with AVX-512; ms): ct2010 (840‰) 0.50 →
+/// 0.29, de2010 0.17 → 0.09, vt2010 0.23 → 0.13, cit-HepPh (940‰) 0.39 → 0.29,
+/// email-Enron (660‰) 0.33 → 0.25, soc-Slashdot0902 (780‰) 0.87 → 0.65, citeseer_features
+/// (950‰) 0.042 → 0.036, ego-Facebook (980‰) 0.072 → 0.061, EX5 (610‰) 0.116 → 0.111; below
+/// it, rows of steady length gain nothing or lose: wing (0‰, every row 4 long) 0.14 → 0.23,
+/// cage10 (220‰) 0.060 → 0.064, cage11 (250‰) and bcsstk16 (230‰) even.
+pub const SPMV_MASKED_MIN_ROW_CHANGES: usize = 500;
+
+/// Vector registers of lanes per step of SpMV's masked rows (LLVM's interleave count): 2 over
+/// 1 and 4 on the matrices above (ct2010 0.38 / 0.29 / 0.41 ms; cage11 0.26 / 0.26 / 0.29).
+pub const SPMV_MASKED_REGISTERS: i64 = 2;
 
 /// Bytes of `x` from which SpMV's vectorized rows also prefetch their scattered gathers
 /// ([`SPMV_PREFETCH_MIN_SCATTERED`]): rmat-large (`x` 17 MB), one thread, side by side: vector
@@ -910,7 +957,9 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 /// - SpMV (`examples/spmv.ron`) with at least [`SPMV_VECTOR_MIN_ROW`] entries per row on
 ///   average vectorizes each row's sum (reassociated likewise), and prefetches scattered
 ///   gathers ([`SPMV_PREFETCH_MIN_SCATTERED`]) of an `x` of
-///   [`SPMV_VECTOR_PREFETCH_MIN_BYTES`] or more; with shorter rows whose gathers are
+///   [`SPMV_VECTOR_PREFETCH_MIN_BYTES`] or more. On a host with vector masks (AVX-512), rows
+///   whose lengths change often ([`SPMV_MASKED_MIN_ROW_CHANGES`]) run as masked vector lanes
+///   whatever their mean length. With shorter rows whose gathers are
 ///   scattered over an `x` of [`SPMV_PREFETCH_MIN_BYTES`] or more, it prefetches them
 ///   [`SPMV_PREFETCH_DISTANCE`] entries ahead, across rows.
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
@@ -972,10 +1021,18 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         });
     }
     if p.name == "spmv" {
-        let vector = data.mean_row() >= SPMV_VECTOR_MIN_ROW;
+        let masked = data.vector_masks && data.row_changes_permille >= SPMV_MASKED_MIN_ROW_CHANGES;
+        let vector = masked || data.mean_row() >= SPMV_VECTOR_MIN_ROW;
         if vector {
             trace.push(I::Vectorize {
                 r#loop: "spmv:j".into(),
+            });
+        }
+        if masked {
+            trace.push(I::Annotate {
+                r#loop: "spmv:j".into(),
+                key: "masked".into(),
+                value: SPMV_MASKED_REGISTERS,
             });
         }
         // Vector lanes keep more gathers in flight: they want a prefetch only further out.

@@ -172,7 +172,8 @@ fn built_in_schedules_keep_results() {
     let mut e = Vec::new();
     for i in 0..m {
         // Skewed: a few long rows, many short or empty ones (6 per row on average: SpMV's
-        // rows stay scalar, below `SPMV_VECTOR_MIN_ROW`).
+        // rows stay scalar, below `SPMV_VECTOR_MIN_ROW`, except on hosts with vector masks,
+        // where lengths changing from row to row make them masked vector lanes).
         let len = if i % 199 == 0 { 400 } else { i % 9 };
         for t in 0..len {
             e.push((i, (i * 31 + t * 17) % n, ((i + t) % 11) as f64 / 3.0 - 1.5));
@@ -183,6 +184,7 @@ fn built_in_schedules_keep_results() {
     assert!(e.len() >= lacuna::driver::PARALLEL_MIN_NNZ);
     assert!((e.len() as f64) < lacuna::driver::SPMV_VECTOR_MIN_ROW * m as f64);
     let a = Input::Coo(coo(m, n, &e));
+    let masks = lacuna::target::host_has_vector_masks();
     // Long rows (33..=80 entries, 56 on average, one empty row): SpMV's rows become vector lanes.
     let (lm, ln) = (700, 1500);
     let mut long = Vec::new();
@@ -208,7 +210,7 @@ fn built_in_schedules_keep_results() {
                 ("x".to_string(), dense(vec![n], 5)),
             ]),
             false,
-            false,
+            masks,
         ),
         (
             "spmv",
@@ -377,6 +379,119 @@ fn builtin_spmv_prefetches_scattered_gathers_only() {
         );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
+}
+
+/// SpMV's built-in schedule runs rows as masked vector lanes (`annotate(j, masked, 2)`) exactly
+/// on hosts with vector masks when row lengths change for `SPMV_MASKED_MIN_ROW_CHANGES` or more
+/// of the rows, whatever their mean length; the schedule replays, and on a skewed matrix its
+/// compiled code equals the interpreter whether the host has masks or not.
+#[test]
+fn builtin_spmv_masks_rows_whose_lengths_change() {
+    use lacuna::driver::{
+        builtin_schedule, run_kernel, run_kernel_scheduled, DataStats,
+        SPMV_MASKED_MIN_ROW_CHANGES as C, SPMV_VECTOR_MIN_ROW,
+    };
+    let p = example("spmv");
+    let masked = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace.iter().any(|t| {
+            matches!(t, lacuna::schedule::Instruction::Annotate { key, value: 2, .. } if key == "masked")
+        })
+    };
+    let vector = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace
+            .iter()
+            .any(|t| matches!(t, lacuna::schedule::Instruction::Vectorize { .. }))
+    };
+    // (rows for 1M entries, row changes, host masks, masked)
+    for (rows, changes, masks, want) in [
+        (250_000, C, true, true),
+        (250_000, 1000, true, true),
+        (250_000, C - 1, true, false),
+        (250_000, 1000, false, false),
+        (20_000, C, true, true),
+        (20_000, C - 1, true, false),
+        (20_000, 1000, false, false),
+    ] {
+        let stats = DataStats {
+            nnz: 1_000_000,
+            rows,
+            row_changes_permille: changes,
+            vector_masks: masks,
+            ..Default::default()
+        };
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(masked(&s), want, "{rows} rows, {changes}‰, masks {masks}: {:?}", s.trace);
+        assert_eq!(
+            vector(&s),
+            want || stats.mean_row() >= SPMV_VECTOR_MIN_ROW,
+            "{rows} rows, {changes}‰, masks {masks}: {:?}",
+            s.trace
+        );
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+    // Rows of 0..=12 entries, lengths changing on every row, and one long row.
+    let (m, n) = (4000, 900);
+    let mut e = Vec::new();
+    for i in 0..m {
+        let len = if i == 1234 { 700 } else { (i * 5) % 13 };
+        for t in 0..len {
+            e.push((i, (i * 37 + t * 11) % n, ((i + 2 * t) % 17) as f64 / 5.0 - 1.7));
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    e.dedup_by_key(|x| (x.0, x.1));
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &e))),
+        ("x".to_string(), dense(vec![n], 13)),
+    ]);
+    let stats = DataStats::of(&inputs);
+    assert!(stats.row_changes_permille >= C, "{stats:?}");
+    assert_eq!(stats.vector_masks, lacuna::target::host_has_vector_masks());
+    let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+    let want = want.outputs["y"].values().to_f64_vec();
+    for masks in [false, true] {
+        let s = builtin_schedule(&p, &DataStats { vector_masks: masks, ..stats })
+            .expect("a built-in schedule");
+        assert_eq!(masked(&s), masks);
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+            let got = pool
+                .install(|| {
+                    run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
+                })
+                .expect("runs");
+            let got = got.outputs["y"].values().to_f64_vec();
+            assert_eq!(got.len(), want.len());
+            for (x, y) in got.iter().zip(&want) {
+                // Vector lanes reassociate each row's sum.
+                assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "masks {masks}, {threads} threads: {x} vs {y}");
+            }
+        }
+    }
+}
+
+/// `row_length_changes`: rows of one length read 0, lengths changing on every row 1000, a
+/// change on one row in four 250 (rounded down); degenerate tensors give 0.
+#[test]
+fn row_length_changes_count_rows_unlike_the_previous() {
+    use lacuna::driver::row_length_changes;
+    let uniform: Vec<_> = (0..100).flat_map(|i| (0..4).map(move |t| (i, (i + t) % 50, 1.0))).collect();
+    assert_eq!(row_length_changes(&coo(100, 50, &uniform)), 0);
+    let alternating: Vec<_> = (0..100)
+        .flat_map(|i| (0..1 + i % 2).map(move |t| (i, t, 1.0)))
+        .collect();
+    assert_eq!(row_length_changes(&coo(100, 50, &alternating)), 1000);
+    // Lengths 1, 1, 1, 1, 2, 2, 2, 2, ...: 24 changes over 99 neighbouring pairs.
+    let blocks: Vec<_> = (0..100)
+        .flat_map(|i| (0..1 + (i / 4) % 2).map(move |t| (i, t, 1.0)))
+        .collect();
+    assert_eq!(row_length_changes(&coo(100, 50, &blocks)), 24 * 1000 / 99);
+    assert_eq!(row_length_changes(&coo(1, 5, &[(0, 1, 1.0)])), 0);
+    assert_eq!(row_length_changes(&coo(0, 5, &[])), 0);
+    let mut cube = coo(2, 2, &[(0, 1, 1.0)]);
+    cube.shape.push(2);
+    cube.coords.push(vec![0]);
+    assert_eq!(row_length_changes(&cube), 0);
 }
 
 /// `scattered_gathers`: neighbouring rows gathering neighbouring parts of `x` (a band, a

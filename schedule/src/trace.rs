@@ -200,11 +200,12 @@ pub enum Instruction {
     /// Stage II: annotate a loop (TVM's `annotate`): `atomic` (its stores, sums into
     /// elements, become atomic adds, so that the loop may be bound or parallelized),
     /// `pragma_unroll` (unroll count hint, `value` ≥ 1), `prefetch` (CPU codegen prefetches
-    /// the loads `value` ≥ 1 iterations ahead).
+    /// the loads `value` ≥ 1 iterations ahead), `masked` (a vectorized loop's tail runs as
+    /// masked lanes, `value` ≥ 1 vector registers per step).
     Annotate {
         /// The loop.
         r#loop: String,
-        /// `atomic`, `pragma_unroll`, `prefetch` or `launch`.
+        /// `atomic`, `pragma_unroll`, `prefetch`, `masked` or `launch`.
         key: String,
         /// The annotation's value (ignored for `atomic`, 0 for `launch`).
         value: i64,

@@ -65,6 +65,8 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub pending_unroll: Option<u32>,
     /// A `prefetch` distance for the next counted loop emitted.
     pub pending_prefetch: Option<i64>,
+    /// A `masked` annotation (vector registers per step) for the next counted loop emitted.
+    pub pending_masked: Option<u32>,
     /// With `pending_prefetch`: where the segments of the enclosing loop's remaining
     /// iterations end, with the segments' `indices` buffer (see [`Emitter::segments_end`]).
     pub pending_prefetch_end: Option<(IntValue<'ctx>, &'a str)>,
@@ -141,6 +143,7 @@ pub(crate) fn build_module<'ctx>(
         gpu: false,
         pending_unroll: None,
         pending_prefetch: None,
+        pending_masked: None,
         pending_prefetch_end: None,
         loops: Vec::new(),
         gpux: crate::nvptx::GpuExtras {
@@ -310,6 +313,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     ) -> R<()> {
         let unroll = self.pending_unroll.take();
         let prefetch = self.pending_prefetch.take();
+        let masked = self.pending_masked.take();
         let segments_end = self.pending_prefetch_end.take();
         {
             {
@@ -366,7 +370,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                     });
                 match unroll {
                     Some(n) => self.unroll_count_hint(br, n),
-                    None => self.loop_hint(br, kind, short),
+                    None => self.loop_hint(br, kind, short, masked),
                 }
                 phi.add_incoming(&[(&lo, pre), (&next, latch)]);
                 self.builder.position_at_end(exit);
@@ -652,11 +656,15 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 self.pending_unroll = Some(u32::try_from(n).unwrap_or(u32::MAX));
             }
             ("prefetch", Some(d)) if d >= 1 && !self.gpu => self.pending_prefetch = Some(d),
+            ("masked", Some(n)) if n >= 1 && !self.gpu => {
+                self.pending_masked = Some(u32::try_from(n).unwrap_or(u32::MAX));
+            }
             _ => {}
         }
         let r = self.stmts(body);
         self.pending_unroll = None;
         self.pending_prefetch = None;
+        self.pending_masked = None;
         self.pending_prefetch_end = None;
         r
     }
@@ -985,8 +993,16 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     /// a serial innermost loop whose bounds are read from memory (`short`: a sparse row's
     /// entries) is not unrolled at run time, because the remainder loop and the unrolled body
     /// cost more than they save on rows of a few entries (measured 1.48× faster SpMV on
-    /// cit-HepPh, within 1% elsewhere).
-    fn loop_hint(&self, br: InstructionValue<'ctx>, kind: ForKind, short: bool) {
+    /// cit-HepPh, within 1% elsewhere). A vectorized loop with `masked` (the `masked`
+    /// annotation: vector registers per step) also asks for its tail folded into masked lanes
+    /// (`llvm.loop.vectorize.predicate.enable`) and that many registers interleaved.
+    fn loop_hint(
+        &self,
+        br: InstructionValue<'ctx>,
+        kind: ForKind,
+        short: bool,
+        masked: Option<u32>,
+    ) {
         let hint: &[u8] = match kind {
             ForKind::Vectorized => b"llvm.loop.vectorize.enable",
             ForKind::Unrolled => b"llvm.loop.unroll.full",
@@ -1012,7 +1028,26 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             }
             let hint_node = LLVMMDNodeInContext2(c, hint_ops.as_mut_ptr(), hint_ops.len());
             let tmp = LLVMTemporaryMDNode(c, std::ptr::null_mut(), 0);
-            let mut ops = [tmp, hint_node];
+            let mut ops = vec![tmp, hint_node];
+            if let (ForKind::Vectorized, Some(n)) = (kind, masked) {
+                let pairs = [
+                    (
+                        &b"llvm.loop.vectorize.predicate.enable"[..],
+                        self.ctx.bool_type().const_int(1, false),
+                    ),
+                    (
+                        &b"llvm.loop.interleave.count"[..],
+                        self.ctx.i32_type().const_int(u64::from(n), false),
+                    ),
+                ];
+                for (key, value) in pairs {
+                    let mut node = [
+                        LLVMMDStringInContext2(c, key.as_ptr().cast(), key.len()),
+                        LLVMValueAsMetadata(value.as_value_ref()),
+                    ];
+                    ops.push(LLVMMDNodeInContext2(c, node.as_mut_ptr(), node.len()));
+                }
+            }
             let id = LLVMMDNodeInContext2(c, ops.as_mut_ptr(), ops.len());
             LLVMMetadataReplaceAllUsesWith(tmp, id);
             LLVMSetMetadata(

@@ -26,6 +26,19 @@ fn init_native() -> Result<(), CodegenError> {
         .map_err(|message| CodegenError::Target { message })
 }
 
+/// Whether the host CPU has vector mask registers (AVX-512F), with which a vectorized loop's
+/// masked tail (the `masked` annotation) costs about as little as a full vector step. Read
+/// once from LLVM's view of the host's features.
+pub fn host_has_vector_masks() -> bool {
+    static MASKS: OnceLock<bool> = OnceLock::new();
+    *MASKS.get_or_init(|| {
+        TargetMachine::get_host_cpu_features()
+            .to_string_lossy()
+            .split(',')
+            .any(|f| f == "+avx512f")
+    })
+}
+
 /// The LLVM optimization level for `opts.opt_level` (0 to 3).
 pub(crate) fn opt_level(opts: &CodegenOptions) -> Result<OptimizationLevel, CodegenError> {
     Ok(match opts.opt_level {

@@ -372,6 +372,7 @@ fn add_kernel<'ctx>(
         gpu: true,
         pending_unroll: None,
         pending_prefetch: None,
+        pending_masked: None,
         pending_prefetch_end: None,
         loops: Vec::new(),
         hm: None,

@@ -256,6 +256,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             gpu: false,
             pending_unroll: None,
             pending_prefetch: None,
+            pending_masked: None,
             pending_prefetch_end: None,
             loops: Vec::new(),
             gpux: Default::default(),

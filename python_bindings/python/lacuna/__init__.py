@@ -219,7 +219,8 @@ class Schedule:
         self._s.rfactor(loop)
 
     def annotate(self, loop: str, key: str, value: int = 0) -> None:
-        """Annotates ``loop``: ``atomic``, ``pragma_unroll`` (count) or ``prefetch`` (distance)."""
+        """Annotates ``loop``: ``atomic``, ``pragma_unroll`` (count), ``prefetch`` (distance) or
+        ``masked`` (a vectorized loop's tail as masked lanes; vector registers per step)."""
         self._s.annotate(loop, key, value)
 
     def unannotate(self, loop: str, key: str) -> None:
