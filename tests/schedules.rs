@@ -1254,7 +1254,12 @@ fn annotations_reach_the_ir_and_unannotate_restores() {
     let unmasked = ir(&[Instruction::Vectorize {
         r#loop: "spmv:j".into(),
     }]);
-    assert!(!unmasked.contains("predicate.enable") && !unmasked.contains("interleave.count"));
+    // A row's entries, unmasked: one register per step, the remainder loop scalar.
+    assert!(
+        !unmasked.contains("predicate.enable")
+            && unmasked.contains("!\"llvm.loop.interleave.count\", i32 1}"),
+        "{unmasked}"
+    );
     assert!(ir(&[annotate("spmv:j", "atomic", 0)]).contains("atomicrmw fadd"));
     // Golden: the atomic annotation.
     let s = Schedule::replay(&p, &[annotate("spmv:j", "atomic", 0)]).expect("applies");

@@ -18,7 +18,9 @@
 //! Loop kinds: `Serial` and `Parallel` loops run serially. `Vectorized` loops carry
 //! `llvm.loop.vectorize.enable`, with which LLVM may also reorder floating-point reductions in
 //! that loop (the schedule asserts its iterations may run as vector lanes), so their sums can
-//! differ from the interpreters' in rounding. `Unrolled` loops carry `llvm.loop.unroll.full`,
+//! differ from the interpreters' in rounding; one whose bounds are read from memory (a sparse
+//! row) interleaves one vector register per step, or, annotated `masked`, that many with its
+//! tail folded into masked lanes. `Unrolled` loops carry `llvm.loop.unroll.full`,
 //! effective for constant trip counts. LLVM's warnings about such hints are collected in
 //! [`CompiledKernel::diagnostics`] rather than printed.
 #![warn(missing_docs)]

@@ -7,8 +7,9 @@
 //! stack slot: the caller's frame outlives the call). The runtime splits `lo..hi` into one
 //! static chunk per worker of rayon's pool (no thread is spawned per call), equal in rows, or —
 //! when the body reads `indptr[i]` and `indptr[i + 1]` of a row-pointer array, which it then
-//! passes as `weights` — equal in stored entries (prefix-sum partitioning). Loops nested in an
-//! outlined body run serially.
+//! passes as `weights` — equal in stored entries plus [`ROW_WEIGHT`] per row (prefix-sum
+//! partitioning, with merge-path's charge for each row). Loops nested in an outlined body run
+//! serially.
 
 use crate::emit::{arg, stamp_target, Emitter, Val};
 use crate::error::CodegenError;
@@ -35,6 +36,28 @@ struct Shared(*mut u8);
 // elements (the `parallel` primitive checked that iterations are independent).
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
+
+/// What a row costs in the balance of parallel chunks over a row-pointer array, in stored
+/// entries: its setup, the horizontal sum of its vector lanes and its store (merge-path
+/// partitioning counts 1). SpMV, two threads, `lacuna bench` side by side (session 12, ms; 0
+/// is entries only, as before): email-Enron 0.20 / 0.16 / 0.15 / 0.14 / 0.16 at 0, 1, 4, 8
+/// and 16, soc-Slashdot0902 0.49 / 0.45 / 0.41 / 0.35 / 0.45; ego-Facebook, cit-HepPh, EX5,
+/// cage10, ct2010 and wing within noise. Where every entry is a long computation (SpMM, SDDMM)
+/// it hardly moves the bounds.
+pub const ROW_WEIGHT: i64 = 8;
+
+/// Chunk bounds of rows `lo..hi` for `chunks` workers: equal in `indptr` entries plus
+/// [`ROW_WEIGHT`] per row when given a row pointer (non-decreasing over `lo..=hi`), equal in
+/// rows otherwise.
+pub fn row_chunks(lo: i64, hi: i64, chunks: i64, indptr: Option<&dyn Fn(i64) -> i64>) -> Vec<i64> {
+    match indptr {
+        Some(indptr) => {
+            let weight = |r: i64| indptr(r).saturating_add(r.saturating_mul(ROW_WEIGHT));
+            balanced_bounds(lo, hi, chunks, Some(&weight))
+        }
+        None => balanced_bounds(lo, hi, chunks, None),
+    }
+}
 
 /// Runs `body(ctx, a, b)` over chunks of `lo..hi` on rayon's current pool.
 ///
@@ -72,9 +95,9 @@ pub(crate) unsafe extern "C" fn lacuna_rt_parallel_for(
         }
     };
     let bounds = if weight_bits == 32 || weight_bits == 64 {
-        balanced_bounds(lo, hi, chunks, Some(&weight))
+        row_chunks(lo, hi, chunks, Some(&weight))
     } else {
-        balanced_bounds(lo, hi, chunks, None)
+        row_chunks(lo, hi, chunks, None)
     };
     let shared = Shared(ctx);
     let shared = &shared;
@@ -366,5 +389,39 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             "",
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{row_chunks, ROW_WEIGHT};
+
+    /// Many empty rows, then rows of 100 entries: entries alone would put every empty row
+    /// and half the entries in one chunk; with the rows' weight the empty rows count too.
+    #[test]
+    fn row_chunks_charge_rows_and_entries() {
+        let lens: Vec<i64> = (0..400).map(|r| if r < 300 { 0 } else { 100 }).collect();
+        let mut indptr = vec![0i64];
+        for l in &lens {
+            indptr.push(indptr.last().copied().unwrap_or(0) + l);
+        }
+        let ptr = |r: i64| indptr[r as usize];
+        let cost = |a: i64, b: i64| ptr(b) - ptr(a) + (b - a) * ROW_WEIGHT;
+        for chunks in 1..=4 {
+            let b = row_chunks(0, 400, chunks, Some(&ptr));
+            assert_eq!(b.len() as i64, chunks + 1);
+            assert_eq!((b[0], b[chunks as usize]), (0, 400));
+            let total = cost(0, 400);
+            for w in b.windows(2) {
+                assert!(w[0] <= w[1], "{b:?}");
+                // Within a share plus one row of the largest cost.
+                assert!(cost(w[0], w[1]) <= total / chunks + 100 + ROW_WEIGHT, "{b:?}");
+            }
+        }
+        // Two chunks: the first ends before row 300 would (entries alone: at row 350).
+        let b = row_chunks(0, 400, 2, Some(&ptr));
+        assert!(b[1] > 300 && b[1] < 350, "{b:?}");
+        // Without a row pointer: equal rows.
+        assert_eq!(row_chunks(0, 400, 4, None), vec![0, 100, 200, 300, 400]);
     }
 }
