@@ -76,14 +76,15 @@ fn max_rel_diff(a: &Input, b: &lacuna::stage1::Output) -> f64 {
 }
 
 /// Every point of the SpMM and SDDMM templates (format decompositions, tiles, hoisting,
-/// unrolling, vectors, parallel rows) either is refused by a primitive or computes the
-/// unscheduled kernel's result (relative tolerance 1e-12: vector lanes reassociate sums).
+/// unrolling, vectors, parallel rows) and of SpMV's (formats, rows' entries serial, vector or
+/// masked, parallel rows) either is refused by a primitive or computes the unscheduled
+/// kernel's result (relative tolerance 1e-12: vector lanes reassociate sums).
 #[test]
 fn every_template_point_computes_the_kernel() {
     let mut checked = 0;
-    for (kernel, k) in [("spmm", 8usize), ("sddmm", 8)] {
+    for (kernel, k) in [("spmm", 8usize), ("sddmm", 8), ("spmv", 1)] {
         let p = load_kernel(&root().join(format!("examples/{kernel}.ron"))).expect("kernel");
-        let sparse = if kernel == "spmm" { "A" } else { "S" };
+        let sparse = if kernel == "sddmm" { "S" } else { "A" };
         let mut inputs = BTreeMap::new();
         inputs.insert(
             sparse.to_string(),
@@ -100,7 +101,18 @@ fn every_template_point_computes_the_kernel() {
                 ),
             })
         };
-        if kernel == "spmm" {
+        if kernel == "spmv" {
+            let Input::Dense(x) = dense(n, 1, 3) else {
+                unreachable!("dense")
+            };
+            inputs.insert(
+                "x".into(),
+                Input::Dense(lacuna::ir::DenseArray {
+                    shape: vec![n],
+                    data: x.data,
+                }),
+            );
+        } else if kernel == "spmm" {
             inputs.insert("B".into(), dense(n, k, 1));
         } else {
             inputs.insert("X".into(), dense(n, k, 1));
@@ -120,13 +132,16 @@ fn every_template_point_computes_the_kernel() {
             space.decisions.iter().any(|d| d.name == "format"),
             "{space:?}"
         );
+        let own = if kernel == "spmv" { "entries" } else { "tile" };
         assert!(
-            space.decisions.iter().any(|d| d.name == "tile"),
+            space.decisions.iter().any(|d| d.name == own),
             "{space:?}"
         );
-        // A deterministic sample of the space (every 7th point) keeps the test short.
+        // A deterministic sample of the space (every 7th point; SpMV's smaller space whole)
+        // keeps the test short.
+        let step = if kernel == "spmv" { 1 } else { 7 };
         let mut valid = 0;
-        for i in (0..space.size()).step_by(7) {
+        for i in (0..space.size()).step_by(step) {
             let point = space.point(i);
             let trace = match t.trace(&point) {
                 Ok(trace) => trace,

@@ -225,7 +225,15 @@ pub(crate) fn set_align(v: impl AsValueRef, align: u32) -> R<()> {
     })
 }
 
-/// Stamps `target-cpu` and `target-features` (MCJIT otherwise emits baseline code).
+/// Stamps `target-cpu` and `target-features` (MCJIT otherwise emits baseline code), and with
+/// AVX-512 a preference for 512-bit vectors (LLVM prefers 256 on these CPUs by default, which
+/// leaves half of the FMA units idle): SpMM and SDDMM at k = 32 and 128 with the built-in
+/// schedules, one thread, `lacuna bench` of builds with and without, best of two alternating
+/// runs each, on cage10, bcsstk16, ego-Facebook, citeseer_features, ct2010 and email-Enron
+/// (session 12, Xeon with AVX-512): 0.76–1.08× the time, 0.90× in geometric mean (SDDMM at
+/// k = 128 0.77–0.94, SpMM on the road network and email-Enron even, SDDMM on bcsstk16 at
+/// k = 32 1.08). A sparse row's vectorized loop keeps 256-bit vectors (see
+/// [`Emitter::loop_hint`]); SpMV is unchanged (within 3% on eight matrices).
 pub(crate) fn stamp_target(ctx: &Context, f: FunctionValue<'_>, hm: &HostMachine) {
     f.add_attribute(
         AttributeLoc::Function,
@@ -236,6 +244,39 @@ pub(crate) fn stamp_target(ctx: &Context, f: FunctionValue<'_>, hm: &HostMachine
             AttributeLoc::Function,
             ctx.create_string_attribute("target-features", &hm.features),
         );
+    }
+    if hm.wide_vectors {
+        f.add_attribute(
+            AttributeLoc::Function,
+            ctx.create_string_attribute("prefer-vector-width", "512"),
+        );
+    }
+}
+
+/// Bytes of the widest floating-point element that `body` loads (8 when it loads none).
+fn widest_float_load(body: &[Stmt], bufs: &HashMap<&str, (PointerValue<'_>, DType)>) -> u32 {
+    fn expr(e: &lacuna_stage2::Expr, bufs: &HashMap<&str, (PointerValue<'_>, DType)>, w: &mut u32) {
+        if let lacuna_stage2::Expr::Load { buffer, .. } = e {
+            if let Some((_, t)) = bufs.get(buffer.as_str()) {
+                if t.is_float() {
+                    *w = (*w).max(t.size_bytes() as u32);
+                }
+            }
+        }
+        e.children().into_iter().for_each(|c| expr(c, bufs, w));
+    }
+    fn stmts(body: &[Stmt], bufs: &HashMap<&str, (PointerValue<'_>, DType)>, w: &mut u32) {
+        for s in body {
+            s.exprs().into_iter().for_each(|e| expr(e, bufs, w));
+            s.bodies().into_iter().for_each(|b| stmts(b, bufs, w));
+        }
+    }
+    let mut w = 0;
+    stmts(body, bufs, &mut w);
+    if w == 0 {
+        8
+    } else {
+        w
     }
 }
 
@@ -368,9 +409,16 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                         matches!(s, Stmt::For { kind, .. } if *kind != ForKind::Unrolled)
                             || matches!(s, Stmt::While { .. })
                     });
+                // A row's vector lanes stay 256 bits wide where functions prefer 512: rows of a
+                // few entries fill fewer lanes (SpMV on cage10, 8 f64 lanes against 4: 0.057
+                // against 0.051 ms; on bcsstk16, EX5 and citeseer_features within noise).
+                let row_lanes = (short
+                    && kind == ForKind::Vectorized
+                    && self.hm.is_some_and(|h| h.wide_vectors))
+                .then(|| 32 / widest_float_load(body, &self.bufs).clamp(1, 32));
                 match unroll {
                     Some(n) => self.unroll_count_hint(br, n),
-                    None => self.loop_hint(br, kind, short, masked),
+                    None => self.loop_hint(br, kind, short, masked, row_lanes),
                 }
                 phi.add_incoming(&[(&lo, pre), (&next, latch)]);
                 self.builder.position_at_end(exit);
@@ -1000,12 +1048,14 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     /// entries reaches the vector body at all (LLVM's default of 4 needs 16: SpMV on cage10,
     /// 13 entries per row, 0.061–0.066 → 0.050–0.053 ms, cage11 0.27 → 0.25 ms, bcsstk16 and
     /// EX5 (45–60 per row) even; one thread, side by side, Xeon with AVX-512, session 12).
+    /// `row_lanes`: the lanes of such a loop where functions prefer wider vectors.
     fn loop_hint(
         &self,
         br: InstructionValue<'ctx>,
         kind: ForKind,
         short: bool,
         masked: Option<u32>,
+        row_lanes: Option<u32>,
     ) {
         let hint: &[u8] = match kind {
             ForKind::Vectorized => b"llvm.loop.vectorize.enable",
@@ -1043,6 +1093,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                     &b"llvm.loop.interleave.count"[..],
                     self.ctx.i32_type().const_int(u64::from(n), false),
                 )];
+                if let Some(lanes) = row_lanes {
+                    pairs.push((
+                        &b"llvm.loop.vectorize.width"[..],
+                        self.ctx.i32_type().const_int(u64::from(lanes), false),
+                    ));
+                }
                 if masked.is_some() {
                     pairs.push((
                         &b"llvm.loop.vectorize.predicate.enable"[..],

@@ -16,6 +16,8 @@ pub(crate) struct HostMachine {
     pub cpu: String,
     /// Value of the `target-features` function attribute.
     pub features: String,
+    /// Whether the features include AVX-512F: functions then prefer 512-bit vectors.
+    pub wide_vectors: bool,
 }
 
 /// Initializes the native target once per process.
@@ -81,7 +83,13 @@ pub(crate) fn host_machine(opts: &CodegenOptions) -> Result<HostMachine, Codegen
                 triple.as_str().to_string_lossy()
             ),
         })?;
-    Ok(HostMachine { tm, cpu, features })
+    let wide_vectors = features.split(',').any(|f| f == "+avx512f");
+    Ok(HostMachine {
+        tm,
+        cpu,
+        features,
+        wide_vectors,
+    })
 }
 
 /// Sets the module's triple and data layout from the target machine.

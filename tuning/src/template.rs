@@ -66,6 +66,9 @@ impl Default for TemplateOptions {
 ///   split out of the sparse loop (the row's entries are then read once per tile of features,
 ///   and a tile's accumulators stay in registers);
 /// - `inner`: the innermost feature loop serial, unrolled or vectorized;
+/// - `entries` (kernels whose innermost loop walks a sparse row, as SpMV's does, instead of a
+///   feature loop): each row's entries serial, as vector lanes, or as vector lanes with the
+///   tail masked (`masked`, two registers per step);
 /// - `parallel`: the outermost loop of every compute iteration serial, or parallel where that
 ///   is legal (the runtime balances a row loop by stored entries; parts whose rows repeat, as
 ///   split rows do, stay serial).
@@ -80,7 +83,13 @@ pub struct KernelTemplate {
     formats: Vec<Option<String>>,
     /// The feature loop's variable, size parameter and extent.
     feature: Option<(String, String, u64)>,
+    /// Without a feature loop: the variable of the innermost loop when it walks a sparse row.
+    entries: Option<String>,
 }
+
+/// Vector registers per step of the `entries` decision's `masked` option (the built-in SpMV
+/// schedule's choice, `lacuna::driver::SPMV_MASKED_REGISTERS`).
+pub const MASKED_REGISTERS: i64 = 2;
 
 /// The buffer a kernel's main iteration reads as a 2-D CSR (a dense axis and its sparse
 /// variable child), if any.
@@ -177,6 +186,16 @@ impl KernelTemplate {
                 vec!["serial".into(), "unroll".into(), "vectorize".into()],
             );
         }
+        let entries = match feature {
+            None => entry_loop(p),
+            Some(_) => None,
+        };
+        if entries.is_some() {
+            space.push(
+                "entries",
+                vec!["serial".into(), "vector".into(), "masked".into()],
+            );
+        }
         if opts.parallel {
             space.push("parallel", vec!["serial".into(), "rows".into()]);
         }
@@ -186,6 +205,7 @@ impl KernelTemplate {
             buffer,
             formats,
             feature,
+            entries,
         }
     }
 
@@ -268,6 +288,28 @@ impl KernelTemplate {
             }
             if hoist && hoisted == 0 {
                 return Err("no feature loop inside a sparse loop to hoist".into());
+            }
+        }
+        if let Some(var) = &self.entries {
+            let how = label("entries");
+            if how == "vector" || how == "masked" {
+                for block in compute_blocks(&s, var)? {
+                    let loops = s.get_loops(&block).map_err(|e| e.to_string())?;
+                    let Some(j) = loops.last().cloned() else {
+                        continue;
+                    };
+                    apply(&mut s, Instruction::Vectorize { r#loop: j.clone() })?;
+                    if how == "masked" {
+                        apply(
+                            &mut s,
+                            Instruction::Annotate {
+                                r#loop: j,
+                                key: "masked".into(),
+                                value: MASKED_REGISTERS,
+                            },
+                        )?;
+                    }
+                }
             }
         }
         if label("parallel") == "rows" {
@@ -387,6 +429,17 @@ fn compute_blocks(s: &Schedule, var: &str) -> Result<Vec<String>, String> {
         }
     }
     Ok(out)
+}
+
+/// The innermost loop of `p`'s first iteration when its axis is sparse (SpMV's `j`, a row's
+/// entries): its variable.
+fn entry_loop(p: &Program) -> Option<String> {
+    let it = p.iterations().into_iter().next()?;
+    let axis = p.axis(it.axes.last()?)?;
+    match axis.kind {
+        AxisKind::SparseVariable { .. } => it.vars.last().cloned(),
+        _ => None,
+    }
 }
 
 /// The feature loop of `p`'s first iteration: its innermost axis when that is dense with a
