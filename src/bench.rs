@@ -743,15 +743,17 @@ pub fn run_bench(
                         let compiled = match &shared {
                             Some(c) => c,
                             None => {
-                                let feat = k.filter(|_| def.name == "spmm");
+                                let feat = k.filter(|_| matches!(def.name, "spmm" | "sddmm"));
                                 let data = driver::DataStats {
                                     nnz: m.coo.nnz(),
                                     rows: m.rows(),
                                     feat,
-                                    // SpMM's B: one row of `feat` f64 per column of the
-                                    // matrix; SpMV's x: one f64 per column.
+                                    // SpMM's B and SDDMM's W: one row of `feat` f64 per
+                                    // column of the matrix; SpMV's x: one f64 per column.
                                     gathered_bytes: match (def.name, feat) {
-                                        ("spmm", Some(k)) => m.cols().saturating_mul(k * 8),
+                                        ("spmm" | "sddmm", Some(k)) => {
+                                            m.cols().saturating_mul(k * 8)
+                                        }
                                         ("spmv", _) => m.cols().saturating_mul(8),
                                         _ => 0,
                                     },

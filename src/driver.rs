@@ -721,10 +721,10 @@ pub struct DataStats {
     pub nnz: usize,
     /// Rows of the sparse input with the most stored entries (0 when there is none).
     pub rows: usize,
-    /// SpMM's feature width (the second extent of `B`).
+    /// SpMM's and SDDMM's feature width (the second extent of `B`, or of `W`).
     pub feat: Option<usize>,
     /// Bytes of the dense operand the kernel gathers from at the sparse input's columns:
-    /// SpMM's `B` (its rows), SpMV's `x` (its elements); 0 without one.
+    /// SpMM's `B` and SDDMM's `W` (their rows), SpMV's `x` (its elements); 0 without one.
     pub gathered_bytes: usize,
     /// How scattered the gathers are, in thousandths: see [`scattered_gathers`].
     pub scattered_permille: usize,
@@ -842,7 +842,8 @@ impl DataStats {
             .max()
             .map_or(0, |(_, rows)| rows);
         let bytes = |d: &DenseArray| d.data.len().saturating_mul(d.data.dtype().size_bytes());
-        let (feat, gathered_bytes) = match (inputs.get("B"), inputs.get("x")) {
+        let rows_of = inputs.get("B").or_else(|| inputs.get("W"));
+        let (feat, gathered_bytes) = match (rows_of, inputs.get("x")) {
             (Some(Input::Dense(b)), _) if b.shape.len() == 2 => (Some(b.shape[1]), bytes(b)),
             (_, Some(Input::Dense(x))) if x.shape.len() == 1 => (None, bytes(x)),
             _ => (None, 0),
@@ -887,6 +888,23 @@ pub const SPMM_PREFETCH_MIN_BYTES: usize = 32 << 20;
 /// Entries ahead that SpMM's built-in prefetch reads `J.indices` (4 and 16 measured no
 /// better than 8 on cit-HepPh).
 pub const SPMM_PREFETCH_DISTANCE: i64 = 8;
+
+/// Feature widths from which SDDMM's built-in schedule specializes the width and prefetches
+/// the rows of `W` it gathers [`SDDMM_PREFETCH_DISTANCE`] entries ahead, up to
+/// [`SDDMM_PREFETCH_MAX_FEAT`]. `lacuna bench`, one thread, side by side with the vector lanes
+/// alone (session 12, Xeon with AVX-512; ms): k = 64 cage10 1.25 → 0.98, email-Enron 5.87 →
+/// 4.29, bcsstk16 1.64 → 1.40; k = 128 cage11 14.2 → 12.4, email-Enron 13.9 → 11.3, ct2010
+/// 21.5 → 19.2, wing 18.6 → 16.2, bcsstk16 3.17 → 2.67; k = 256 cage10 6.7 → 6.2,
+/// email-Enron 30.9 → 26.7, bcsstk16 6.4 → 5.5. At k = 32 the specialized width is twice as
+/// slow (cage11 3.2 → 6.0 ms), prefetching or not, so it stays generic there.
+pub const SDDMM_PREFETCH_MIN_FEAT: usize = 64;
+
+/// The widest feature width measured for [`SDDMM_PREFETCH_MIN_FEAT`]'s rule.
+pub const SDDMM_PREFETCH_MAX_FEAT: usize = 256;
+
+/// Entries ahead that SDDMM's built-in prefetch reads `J.indices` (4 and 8 within 3% at
+/// k = 128 on the matrices above).
+pub const SDDMM_PREFETCH_DISTANCE: i64 = 8;
 
 /// Mean stored entries per row from which SpMV's built-in schedule runs each row's sum as
 /// vector lanes (gathers of `x`, reassociated). `lacuna bench`, one thread, vector lanes over
@@ -953,7 +971,9 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 ///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched
 ///   [`SPMM_PREFETCH_DISTANCE`] entries ahead.
 /// - SDDMM (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes
-///   reassociate the sum: results may differ from the serial order in the last bits.
+///   reassociate the sum: results may differ from the serial order in the last bits. With a
+///   feature width from [`SDDMM_PREFETCH_MIN_FEAT`] to [`SDDMM_PREFETCH_MAX_FEAT`], the width is
+///   specialized and the rows of `W` are prefetched [`SDDMM_PREFETCH_DISTANCE`] entries ahead.
 /// - SpMV (`examples/spmv.ron`) with at least [`SPMV_VECTOR_MIN_ROW`] entries per row on
 ///   average vectorizes each row's sum (reassociated likewise), and prefetches scattered
 ///   gathers ([`SPMV_PREFETCH_MIN_SCATTERED`]) of an `x` of
@@ -1014,11 +1034,27 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         }
     }
     if p.name == "sddmm" && p.params.iter().any(|x| x == "feat") {
+        let wide = data
+            .feat
+            .filter(|k| (SDDMM_PREFETCH_MIN_FEAT..=SDDMM_PREFETCH_MAX_FEAT).contains(k));
+        if let Some(k) = wide {
+            trace.push(I::Specialize {
+                param: "feat".into(),
+                value: k as u64,
+            });
+        }
         // The dot product over features as vector lanes (reassociated: 2.8× at k = 32 on
         // cage10, one thread).
         trace.push(I::Vectorize {
             r#loop: "sddmm:k".into(),
         });
+        if wide.is_some() {
+            trace.push(I::Annotate {
+                r#loop: "sddmm:j".into(),
+                key: "prefetch".into(),
+                value: SDDMM_PREFETCH_DISTANCE,
+            });
+        }
     }
     if p.name == "spmv" {
         let masked = data.vector_masks && data.row_changes_permille >= SPMV_MASKED_MIN_ROW_CHANGES;

@@ -267,6 +267,17 @@ fn built_in_schedules_keep_results() {
             false,
             true,
         ),
+        // k = 64: specialized, rows of W prefetched (clamped at the last entry).
+        (
+            "sddmm",
+            BTreeMap::from([
+                ("S".to_string(), a.clone()),
+                ("X".to_string(), dense(vec![m, 64], 14)),
+                ("W".to_string(), dense(vec![n, 64], 15)),
+            ]),
+            false,
+            true,
+        ),
     ] {
         let p = example(kernel);
         let s = default_schedule(&p, &inputs).expect("a built-in schedule for a large input");
@@ -324,6 +335,49 @@ fn prefetches(s: &lacuna::schedule::ScheduleFile) -> bool {
     s.trace.iter().any(
         |t| matches!(t, lacuna::schedule::Instruction::Annotate { key, .. } if key == "prefetch"),
     )
+}
+
+/// SDDMM's built-in schedule specializes the feature width and prefetches the rows of `W`
+/// exactly for widths from `SDDMM_PREFETCH_MIN_FEAT` to `SDDMM_PREFETCH_MAX_FEAT`, reading the
+/// width of `W` as `lacuna run` binds it; the schedule replays.
+#[test]
+fn builtin_sddmm_prefetches_wide_rows_only() {
+    use lacuna::driver::{
+        builtin_schedule, DataStats, SDDMM_PREFETCH_MAX_FEAT as HI, SDDMM_PREFETCH_MIN_FEAT as LO,
+    };
+    let p = example("sddmm");
+    for (feat, want) in [
+        (32, false),
+        (LO - 8, false),
+        (LO, true),
+        (128, true),
+        (HI, true),
+        (HI + 32, false),
+    ] {
+        let stats = DataStats {
+            nnz: 1_000_000,
+            rows: 30_000,
+            feat: Some(feat),
+            gathered_bytes: 30_000 * feat * 8,
+            ..Default::default()
+        };
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        let specialized = s
+            .trace
+            .iter()
+            .any(|t| matches!(t, lacuna::schedule::Instruction::Specialize { value, .. } if *value == feat as u64));
+        assert_eq!(prefetches(&s), want, "k = {feat}: {:?}", s.trace);
+        assert_eq!(specialized, want, "k = {feat}: {:?}", s.trace);
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+    let (m, n) = (30, 20);
+    let inputs = BTreeMap::from([
+        ("S".to_string(), Input::Coo(coo(m, n, &[(0, 1, 1.0), (29, 19, 2.0)]))),
+        ("X".to_string(), dense(vec![m, 96], 1)),
+        ("W".to_string(), dense(vec![n, 96], 2)),
+    ]);
+    let stats = DataStats::of(&inputs);
+    assert_eq!((stats.feat, stats.gathered_bytes), (Some(96), n * 96 * 8));
 }
 
 /// SpMV's built-in schedule prefetches its gathers of `x` exactly when they are scattered
