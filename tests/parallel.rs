@@ -372,7 +372,10 @@ fn builtin_sddmm_prefetches_wide_rows_only() {
     }
     let (m, n) = (30, 20);
     let inputs = BTreeMap::from([
-        ("S".to_string(), Input::Coo(coo(m, n, &[(0, 1, 1.0), (29, 19, 2.0)]))),
+        (
+            "S".to_string(),
+            Input::Coo(coo(m, n, &[(0, 1, 1.0), (29, 19, 2.0)])),
+        ),
         ("X".to_string(), dense(vec![m, 96], 1)),
         ("W".to_string(), dense(vec![n, 96], 2)),
     ]);
@@ -474,7 +477,12 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
             ..Default::default()
         };
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
-        assert_eq!(masked(&s), want, "{rows} rows, {changes}‰, masks {masks}: {:?}", s.trace);
+        assert_eq!(
+            masked(&s),
+            want,
+            "{rows} rows, {changes}‰, masks {masks}: {:?}",
+            s.trace
+        );
         assert_eq!(
             vector(&s),
             want || stats.mean_row() >= SPMV_VECTOR_MIN_ROW,
@@ -489,7 +497,11 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
     for i in 0..m {
         let len = if i == 1234 { 700 } else { (i * 5) % 13 };
         for t in 0..len {
-            e.push((i, (i * 37 + t * 11) % n, ((i + 2 * t) % 17) as f64 / 5.0 - 1.7));
+            e.push((
+                i,
+                (i * 37 + t * 11) % n,
+                ((i + 2 * t) % 17) as f64 / 5.0 - 1.7,
+            ));
         }
     }
     e.sort_by_key(|x| (x.0, x.1));
@@ -504,11 +516,20 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
     let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
     let want = want.outputs["y"].values().to_f64_vec();
     for masks in [false, true] {
-        let s = builtin_schedule(&p, &DataStats { vector_masks: masks, ..stats })
-            .expect("a built-in schedule");
+        let s = builtin_schedule(
+            &p,
+            &DataStats {
+                vector_masks: masks,
+                ..stats
+            },
+        )
+        .expect("a built-in schedule");
         assert_eq!(masked(&s), masks);
         for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
             let got = pool
                 .install(|| {
                     run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
@@ -518,7 +539,10 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
             assert_eq!(got.len(), want.len());
             for (x, y) in got.iter().zip(&want) {
                 // Vector lanes reassociate each row's sum.
-                assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "masks {masks}, {threads} threads: {x} vs {y}");
+                assert!(
+                    (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+                    "masks {masks}, {threads} threads: {x} vs {y}"
+                );
             }
         }
     }
@@ -529,7 +553,9 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
 #[test]
 fn row_length_changes_count_rows_unlike_the_previous() {
     use lacuna::driver::row_length_changes;
-    let uniform: Vec<_> = (0..100).flat_map(|i| (0..4).map(move |t| (i, (i + t) % 50, 1.0))).collect();
+    let uniform: Vec<_> = (0..100)
+        .flat_map(|i| (0..4).map(move |t| (i, (i + t) % 50, 1.0)))
+        .collect();
     assert_eq!(row_length_changes(&coo(100, 50, &uniform)), 0);
     let alternating: Vec<_> = (0..100)
         .flat_map(|i| (0..1 + i % 2).map(move |t| (i, t, 1.0)))

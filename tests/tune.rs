@@ -133,10 +133,7 @@ fn every_template_point_computes_the_kernel() {
             "{space:?}"
         );
         let own = if kernel == "spmv" { "entries" } else { "tile" };
-        assert!(
-            space.decisions.iter().any(|d| d.name == own),
-            "{space:?}"
-        );
+        assert!(space.decisions.iter().any(|d| d.name == own), "{space:?}");
         // A deterministic sample of the space (every 7th point; SpMV's smaller space whole)
         // keeps the test short.
         let step = if kernel == "spmv" { 1 } else { 7 };

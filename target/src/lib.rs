@@ -40,8 +40,8 @@ mod vecload;
 
 pub use cuda::{cuda_available, CudaError, CudaKernel};
 pub use error::{CodegenError, RuntimeError};
-pub use machine::host_has_vector_masks;
 pub use kernel::{CompiledKernel, KernelArgument, RawArray, RawBindings};
+pub use machine::host_has_vector_masks;
 pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
 pub use vecload::with_cpu_vector_loads;
 

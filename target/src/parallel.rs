@@ -415,7 +415,10 @@ mod tests {
             for w in b.windows(2) {
                 assert!(w[0] <= w[1], "{b:?}");
                 // Within a share plus one row of the largest cost.
-                assert!(cost(w[0], w[1]) <= total / chunks + 100 + ROW_WEIGHT, "{b:?}");
+                assert!(
+                    cost(w[0], w[1]) <= total / chunks + 100 + ROW_WEIGHT,
+                    "{b:?}"
+                );
             }
         }
         // Two chunks: the first ends before row 300 would (entries alone: at row 350).
