@@ -930,7 +930,7 @@ pub const SPMV_MASKED_MIN_ROW_CHANGES: usize = 500;
 
 /// Vector registers of lanes per step of SpMV's masked rows (LLVM's interleave count): 2 over
 /// 1 and 4 on the matrices above (ct2010 0.38 / 0.29 / 0.41 ms; cage11 0.26 / 0.26 / 0.29).
-pub const SPMV_MASKED_REGISTERS: i64 = 2;
+pub const SPMV_MASKED_REGISTERS: i64 = lacuna_tuning::MASKED_REGISTERS;
 
 /// Bytes of `x` from which SpMV's vectorized rows also prefetch their scattered gathers
 /// ([`SPMV_PREFETCH_MIN_SCATTERED`]): rmat-large (`x` 17 MB), one thread, side by side: vector

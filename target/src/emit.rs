@@ -1083,11 +1083,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             let hint_node = LLVMMDNodeInContext2(c, hint_ops.as_mut_ptr(), hint_ops.len());
             let tmp = LLVMTemporaryMDNode(c, std::ptr::null_mut(), 0);
             let mut ops = vec![tmp, hint_node];
-            let interleave = match masked {
-                Some(n) => Some(n),
-                None if short => Some(1),
-                None => None,
-            };
+            let interleave = masked.or(short.then_some(1));
             if let (ForKind::Vectorized, Some(n)) = (kind, interleave) {
                 let mut pairs = vec![(
                     &b"llvm.loop.interleave.count"[..],

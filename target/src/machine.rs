@@ -33,12 +33,12 @@ fn init_native() -> Result<(), CodegenError> {
 /// once from LLVM's view of the host's features.
 pub fn host_has_vector_masks() -> bool {
     static MASKS: OnceLock<bool> = OnceLock::new();
-    *MASKS.get_or_init(|| {
-        TargetMachine::get_host_cpu_features()
-            .to_string_lossy()
-            .split(',')
-            .any(|f| f == "+avx512f")
-    })
+    *MASKS.get_or_init(|| has_avx512f(&TargetMachine::get_host_cpu_features().to_string_lossy()))
+}
+
+/// Whether an LLVM feature string (`+sse2,+avx512f,...`) enables AVX-512F.
+fn has_avx512f(features: &str) -> bool {
+    features.split(',').any(|f| f == "+avx512f")
 }
 
 /// The LLVM optimization level for `opts.opt_level` (0 to 3).
@@ -83,7 +83,7 @@ pub(crate) fn host_machine(opts: &CodegenOptions) -> Result<HostMachine, Codegen
                 triple.as_str().to_string_lossy()
             ),
         })?;
-    let wide_vectors = features.split(',').any(|f| f == "+avx512f");
+    let wide_vectors = has_avx512f(&features);
     Ok(HostMachine {
         tm,
         cpu,
@@ -146,5 +146,18 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
             }
         }
         f = func.get_next_function();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_avx512f;
+
+    /// Only the feature itself, enabled, counts: not a disabled one nor a longer name.
+    #[test]
+    fn avx512f_is_read_from_the_feature_string() {
+        assert!(has_avx512f("+sse2,+avx2,+avx512f,+fma"));
+        assert!(!has_avx512f("+sse2,-avx512f,+avx512fp16"));
+        assert!(!has_avx512f(""));
     }
 }

@@ -19,7 +19,7 @@ pub use db::{Database, DbError, FinalRound, Record, Status, Timing};
 pub use features::{coo_stats, data_signature, kernel_hash, Machine, MatrixFeatures};
 pub use space::{Decision, Point, Space};
 pub use strategy::StrategyKind;
-pub use template::{KernelTemplate, Template, TemplateOptions};
+pub use template::{KernelTemplate, Template, TemplateOptions, MASKED_REGISTERS};
 pub use tuner::{
     baseline_decisions, tune, Candidate, Measurer, Observer, Outcome, Stop, Summary, Task,
     TuneError, TuneOptions,

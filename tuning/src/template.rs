@@ -87,8 +87,8 @@ pub struct KernelTemplate {
     entries: Option<String>,
 }
 
-/// Vector registers per step of the `entries` decision's `masked` option (the built-in SpMV
-/// schedule's choice, `lacuna::driver::SPMV_MASKED_REGISTERS`).
+/// Vector registers per step of the `entries` decision's `masked` option, which the built-in
+/// SpMV schedule uses too (`lacuna::driver::SPMV_MASKED_REGISTERS`, with the measurements).
 pub const MASKED_REGISTERS: i64 = 2;
 
 /// The buffer a kernel's main iteration reads as a 2-D CSR (a dense axis and its sparse
