@@ -29,7 +29,7 @@ fn benches(c: &mut Criterion) -> Result<(), BenchError> {
         .map(|name| Matrix::load(&data.join(format!("{name}.mtx"))))
         .collect::<Result<Vec<_>, _>>()?;
     for &(kernel, k) in KERNELS {
-        let compiled = compile_kernel(kernel, "csr", None, None)?;
+        let compiled = compile_kernel(kernel, "csr", None, None, lacuna::driver::Target::Jit)?;
         let group_name = if kernel == "spmv" {
             kernel.to_string()
         } else {

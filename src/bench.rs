@@ -92,12 +92,26 @@ pub enum BenchError {
         message: String,
     },
     /// Two results files have no configuration in common.
-    #[error("{base} and {new} have no configuration in common (kernel, matrix, k, format, schedule, threads)")]
+    #[error("{base} and {new} have no configuration in common (kernel, matrix, k, format, schedule, threads, target)")]
     NothingInCommon {
         /// The base file.
         base: PathBuf,
         /// The new file (or `this run`).
         new: String,
+    },
+    /// A `--target` that is not a target.
+    #[error("--target `{name}`: not a target (jit, interp, interp-stage1, interp-gpu, cuda, cuda:sm_80, cuda:sm_90)")]
+    BadTarget {
+        /// The name given.
+        name: String,
+    },
+    /// A GPU target with a schedule that binds no GPU threads.
+    #[error("--target {target} runs GPU schedules: `--schedule {schedule}` is a CPU schedule (give a GPU schedule file, e.g. examples/schedules/spmm_gpu_naive.ron)")]
+    GpuSchedule {
+        /// The target.
+        target: String,
+        /// The schedule given (or the default, `builtin`).
+        schedule: String,
     },
     /// Standard output cannot be written.
     #[error("writing the results: {0}")]
@@ -150,6 +164,13 @@ pub struct BenchArgs {
     /// at least --repeat).
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     pub min_time: f64,
+    /// Where the kernels run: `jit` (the host CPU), `cuda` / `cuda:sm_80` / `cuda:sm_90` (a CUDA
+    /// GPU: `run_s` are CUDA events around the launches, without the copies between host and
+    /// device), or an interpreter (`interp`, `interp-stage1`, `interp-gpu`: GPU semantics on the
+    /// CPU). GPU targets need GPU schedule files (examples/schedules/*_gpu*.ron): the built-in
+    /// schedules are the CPU's.
+    #[arg(long, default_value = "jit")]
+    pub target: String,
     /// Write the JSON Lines to this file (atomically) instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -183,6 +204,10 @@ pub struct Record {
     pub schedule: String,
     /// Requested thread count (exported as RAYON_NUM_THREADS).
     pub threads: usize,
+    /// Where the kernel ran (`jit`, `cuda:sm_90`, ...; see `--target`); `jit` in records
+    /// written before the field existed.
+    #[serde(default = "jit_name")]
+    pub target: String,
     /// Threads the kernel actually ran on: the JIT has no parallel runtime yet, so 1.
     pub threads_used: usize,
     /// Seconds to lower and JIT-compile.
@@ -210,6 +235,10 @@ pub struct Record {
     pub checksum: f64,
     /// Number of timed runs.
     pub repeats: usize,
+}
+
+fn jit_name() -> String {
+    Target::Jit.name().to_string()
 }
 
 /// The dimensions of a dense input, in terms of the matrix and the feature width.
@@ -442,6 +471,8 @@ pub fn random_dense(shape: &[usize], seed: u64) -> DenseArray {
 /// A kernel compiled for one format and schedule.
 pub struct Compiled {
     def: &'static KernelDef,
+    /// Where it runs.
+    pub target: Target,
     /// The format name.
     pub format: String,
     /// The program after the schedule's stage-I primitives (inputs bind to this one).
@@ -456,7 +487,7 @@ pub struct Compiled {
 const BUILTIN: &str = "<builtin>";
 
 /// Loads a kernel by name (`spmv`, `spmm`, `sddmm`) with its sparse operand stored in `format`
-/// (`csr`: the kernels over sparse axes), applies `schedule` and JIT-compiles it. The built-in
+/// (`csr`: the kernels over sparse axes), applies `schedule` and builds it for `target`. The built-in
 /// schedule (`--schedule builtin`) is `lacuna run`'s for data with `data`'s stored entries and
 /// feature width when given (see [`driver::builtin_schedule`]), rows in parallel otherwise.
 pub fn compile_kernel(
@@ -464,6 +495,7 @@ pub fn compile_kernel(
     format: &str,
     schedule: Option<&ScheduleFile>,
     data: Option<driver::DataStats>,
+    target: Target,
 ) -> Result<Compiled, BenchError> {
     let def = kernel_def(kernel)?;
     let p = if format == "csr" {
@@ -496,9 +528,10 @@ pub fn compile_kernel(
         Some(s) if s.kernel == BUILTIN => builtin.as_ref(),
         other => other,
     };
-    let (program, exe, conversions) = Executable::build_converting(&p, schedule, Target::Jit)?;
+    let (program, exe, conversions) = Executable::build_converting(&p, schedule, target)?;
     Ok(Compiled {
         def,
+        target,
         format: format.to_string(),
         program,
         exe,
@@ -601,13 +634,14 @@ fn traffic_bytes(p: &Program, b: &Bindings) -> usize {
 }
 
 impl Prepared<'_> {
-    /// Resets the outputs and runs once; returns the seconds of the run alone.
+    /// Resets the outputs and runs once; returns the seconds of the run alone (on a GPU, as
+    /// its events measured the launches).
     pub fn run_once(&mut self) -> Result<f64, BenchError> {
         let c = self.compiled;
         c.exe.reset_outputs(&c.program, &mut self.bindings);
         let t = Instant::now();
-        c.exe.run_kernel(&c.program, &mut self.bindings)?;
-        Ok(t.elapsed().as_secs_f64())
+        let device = c.exe.run_kernel_timed(&c.program, &mut self.bindings)?;
+        Ok(device.unwrap_or_else(|| t.elapsed().as_secs_f64()))
     }
 
     /// Runs the kernel without resetting anything (for criterion loops: the kernels
@@ -661,6 +695,9 @@ pub fn run_bench(
     if args.ks.contains(&0) {
         return Err(BenchError::Zero { flag: "--k" });
     }
+    let target = Target::from_name(&args.target).ok_or_else(|| BenchError::BadTarget {
+        name: args.target.clone(),
+    })?;
     let kernels = args
         .kernels
         .iter()
@@ -711,6 +748,19 @@ pub fn run_bench(
             }),
         ));
     }
+    if target.is_gpu() {
+        // A GPU kernel needs loops bound to blocks and threads, which only a GPU schedule
+        // file binds: the built-in schedules are the CPU's.
+        if let Some((name, _)) = schedules
+            .iter()
+            .find(|(_, f)| f.as_ref().is_none_or(|f| f.kernel == BUILTIN))
+        {
+            return Err(BenchError::GpuSchedule {
+                target: target.name().to_string(),
+                schedule: name.clone(),
+            });
+        }
+    }
     let mut records = Vec::new();
     for def in kernels {
         for format in &formats {
@@ -727,7 +777,7 @@ pub fn run_bench(
                     None
                 } else {
                     Some(
-                        compile_kernel(def.name, format, sched.as_ref(), None)
+                        compile_kernel(def.name, format, sched.as_ref(), None, target)
                             .map_err(|e| in_config(&what, e))?,
                     )
                 };
@@ -761,8 +811,14 @@ pub fn run_bench(
                                     row_changes_permille: m.row_changes_permille,
                                     vector_masks: lacuna_target::host_has_vector_masks(),
                                 };
-                                own = compile_kernel(def.name, format, sched.as_ref(), Some(data))
-                                    .map_err(|e| in_config(&what, e))?;
+                                own = compile_kernel(
+                                    def.name,
+                                    format,
+                                    sched.as_ref(),
+                                    Some(data),
+                                    target,
+                                )
+                                .map_err(|e| in_config(&what, e))?;
                                 &own
                             }
                         };
@@ -862,6 +918,7 @@ fn measure(
         format: c.format.clone(),
         schedule: schedule.to_string(),
         threads,
+        target: c.target.name().to_string(),
         threads_used,
         compile_s: c.compile_s,
         convert_s: prep.convert_s,
@@ -892,6 +949,8 @@ pub struct Key {
     pub schedule: String,
     /// Threads.
     pub threads: usize,
+    /// Target.
+    pub target: String,
 }
 
 #[derive(Deserialize)]
@@ -902,6 +961,8 @@ struct KeyedTime {
     format: String,
     schedule: String,
     threads: usize,
+    #[serde(default = "jit_name")]
+    target: String,
     run_s_min: f64,
 }
 
@@ -915,6 +976,7 @@ impl Record {
             format: self.format.clone(),
             schedule: self.schedule.clone(),
             threads: self.threads,
+            target: self.target.clone(),
         }
     }
 }
@@ -944,6 +1006,7 @@ pub fn read_results(path: &Path) -> Result<Vec<(Key, f64)>, BenchError> {
             format: r.format,
             schedule: r.schedule,
             threads: r.threads,
+            target: r.target,
         };
         match index.get(&key) {
             Some(&at) => out[at].1 = out[at].1.min(r.run_s_min),
@@ -982,7 +1045,11 @@ pub fn compare_table(
             key.matrix.clone(),
             key.k.map_or("-".to_string(), |k| k.to_string()),
             key.format.clone(),
-            key.schedule.clone(),
+            if key.target == Target::Jit.name() {
+                key.schedule.clone()
+            } else {
+                format!("{} on {}", key.schedule, key.target)
+            },
             key.threads.to_string(),
             format!("{t_base:.3e}"),
             format!("{t_new:.3e}"),
@@ -1145,6 +1212,7 @@ mod tests {
                 format: "csr".into(),
                 schedule: "none".into(),
                 threads: 1,
+                target: "jit".into(),
             },
             2e-3,
         )];

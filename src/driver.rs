@@ -348,6 +348,24 @@ impl Target {
             Target::Cuda(GpuArch::Sm90) => "cuda:sm_90",
         }
     }
+
+    /// The target a name of [`Target::name`] stands for; `cuda` alone is `cuda:sm_80`.
+    pub fn from_name(name: &str) -> Option<Target> {
+        Some(match name {
+            "jit" => Target::Jit,
+            "interp" => Target::Interp,
+            "interp-stage1" => Target::InterpStage1,
+            "interp-gpu" => Target::InterpGpu,
+            "cuda" | "cuda:sm_80" => Target::Cuda(GpuArch::Sm80),
+            "cuda:sm_90" => Target::Cuda(GpuArch::Sm90),
+            _ => return None,
+        })
+    }
+
+    /// Whether kernels for this target run GPU schedules (bound loops as blocks and threads).
+    pub fn is_gpu(self) -> bool {
+        matches!(self, Target::InterpGpu | Target::Cuda(_))
+    }
 }
 
 /// A kernel ready to run on some target.
@@ -627,10 +645,22 @@ impl Executable {
 
     /// Runs the kernel alone on `b`, whose aux buffers [`Executable::run_preprocess`] filled.
     pub fn run_kernel(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
+        self.run_kernel_timed(p, b).map(|_| ())
+    }
+
+    /// [`Executable::run_kernel`], returning the seconds the device measured itself where the
+    /// kernel runs on a GPU (CUDA events around its launches, without the buffers' copies
+    /// between host and device), `None` on the host and in the interpreters.
+    pub fn run_kernel_timed(
+        &self,
+        p: &Program,
+        b: &mut Bindings,
+    ) -> Result<Option<f64>, DriverError> {
         match self {
-            Executable::Preprocessed { kernel, .. } => kernel.run(p, b),
-            Executable::Decomposed { kernel, .. } => kernel.run_kernel(p, b),
-            other => other.run(p, b),
+            Executable::Preprocessed { kernel, .. } => kernel.run_kernel_timed(p, b),
+            Executable::Decomposed { kernel, .. } => kernel.run_kernel_timed(p, b),
+            Executable::Cuda(k) => Ok(Some(k.run(b)?)),
+            other => other.run(p, b).map(|_| None),
         }
     }
 
@@ -1162,8 +1192,8 @@ pub fn run_kernel_scheduled(
     for _ in 0..repeat.max(1) {
         exe.reset_outputs(p, &mut b);
         let t = Instant::now();
-        exe.run_kernel(p, &mut b)?;
-        run_seconds.push(t.elapsed().as_secs_f64());
+        let device = exe.run_kernel_timed(p, &mut b)?;
+        run_seconds.push(device.unwrap_or_else(|| t.elapsed().as_secs_f64()));
     }
     let mut outputs = BTreeMap::new();
     for buf in p.buffers.iter().filter(|x| x.role == Role::Output) {

@@ -228,6 +228,91 @@ fn records_parse_and_checksums_match_run_and_reference() {
     }
 }
 
+/// `--target interp-gpu` runs every GPU example schedule with GPU semantics (blocks, threads,
+/// races checked) through the same bench path as `--target cuda`; its checksums equal the dense
+/// reference. A GPU target refuses CPU schedules, and without a driver `cuda` is a clean error.
+#[test]
+fn gpu_targets_run_gpu_schedules() {
+    let spec = format!("er:{ROWS}:{COLS}:{PER_ROW}");
+    let mut gpu: Vec<String> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/schedules"))
+            .expect("examples/schedules")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("_gpu") && n.ends_with(".ron"))
+            .map(|n| format!("examples/schedules/{n}"))
+            .collect();
+    gpu.sort();
+    assert!(gpu.len() >= 11, "the GPU examples: {gpu:?}");
+    let mut args = vec![
+        "bench".to_string(),
+        "--gen".into(),
+        spec.clone(),
+        "--seed".into(),
+        SEED.to_string(),
+        "--kernels".into(),
+        "spmv,spmm,sddmm".into(),
+        "--k".into(),
+        K.to_string(),
+        "--repeat".into(),
+        "1".into(),
+        "--target".into(),
+        "interp-gpu".into(),
+    ];
+    for s in &gpu {
+        args.extend(["--schedule".to_string(), s.clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let recs = records(&run(&args));
+    assert_eq!(recs.len(), gpu.len(), "one record per GPU schedule");
+    let a = gen_er(ROWS, COLS, PER_ROW, SEED);
+    let want: std::collections::HashMap<_, _> = reference(&a).into_iter().collect();
+    for r in &recs {
+        assert_eq!(r["target"], "interp-gpu");
+        let kernel = r["kernel"].as_str().unwrap_or_default();
+        let got = r["checksum"].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            close(got, want[kernel]),
+            "{}: {got}, reference {}",
+            r["schedule"],
+            want[kernel]
+        );
+    }
+    // The host's records say so too.
+    let host = records(&run(&[
+        "bench",
+        "--gen",
+        &spec,
+        "--kernels",
+        "spmv",
+        "--repeat",
+        "1",
+    ]));
+    assert_eq!(host[0]["target"], "jit");
+
+    let e = fails(&["bench", "--gen", &spec, "--target", "interp-gpu"]);
+    assert!(
+        e.contains("--schedule builtin") && e.contains("CPU schedule"),
+        "{e}"
+    );
+    let e = fails(&["bench", "--gen", &spec, "--target", "gpu"]);
+    assert!(e.contains("--target `gpu`"), "{e}");
+    if lacuna::target::cuda_available().is_err() {
+        let e = fails(&[
+            "bench",
+            "--gen",
+            &spec,
+            "--kernels",
+            "spmv",
+            "--target",
+            "cuda:sm_90",
+            "--schedule",
+            "examples/schedules/spmv_gpu_warp_row.ron",
+        ]);
+        assert!(e.contains("CUDA driver"), "{e}");
+    }
+}
+
 #[test]
 fn formats_agree_with_csr() {
     let text = run(&[
