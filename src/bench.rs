@@ -810,6 +810,7 @@ pub fn run_bench(
                                     scattered_permille: m.scattered_permille,
                                     row_changes_permille: m.row_changes_permille,
                                     vector_masks: lacuna_target::host_has_vector_masks(),
+                                    masks_long_rows: lacuna_target::host_masks_long_rows(),
                                 };
                                 own = compile_kernel(
                                     def.name,

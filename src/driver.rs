@@ -765,6 +765,10 @@ pub struct DataStats {
     /// vector step about as cheap as a full one ([`lacuna_target::host_has_vector_masks`]).
     /// Not a statistic of the data, but read by the same rules.
     pub vector_masks: bool,
+    /// Whether masked lanes also beat a full vector body with a scalar remainder on long rows
+    /// and on gathers from L1 ([`lacuna_target::host_masks_long_rows`]; see
+    /// [`SPMV_UNMASKED_MIN_ROW`]). A property of the host, like `vector_masks`.
+    pub masks_long_rows: bool,
 }
 
 /// The share, in thousandths, of the rows of the 2-D tensor `a` (after the first) whose number
@@ -895,6 +899,7 @@ impl DataStats {
             scattered_permille,
             row_changes_permille,
             vector_masks: lacuna_target::host_has_vector_masks(),
+            masks_long_rows: lacuna_target::host_masks_long_rows(),
         }
     }
 
@@ -958,6 +963,24 @@ pub const SPMV_VECTOR_MIN_ROW: f64 = 8.0;
 /// cage10 (220‰) 0.060 → 0.064, cage11 (250‰) and bcsstk16 (230‰) even.
 pub const SPMV_MASKED_MIN_ROW_CHANGES: usize = 500;
 
+/// Mean stored entries per row from which SpMV's built-in schedule, on a host whose masked
+/// lanes lose on long rows (`DataStats::masks_long_rows` false: AMD Zen), runs rows as a full
+/// vector body with a scalar remainder instead of masked lanes; with an `x` of at most
+/// [`SPMV_L1_GATHER_BYTES`], from [`SPMV_VECTOR_MIN_ROW`]. `lacuna bench`, one thread, znver5
+/// (session 13; ms, vector body / masked lanes): `x` in L1: citeseer_features (32 per row,
+/// `x` 30 KB) 0.0295 / 0.0408, ego-Facebook (44, 32 KB) 0.047 / 0.066, bcsstk16 (59, 39 KB)
+/// 0.081 / 0.108, random 4000 columns (32 KB) with 12, 24 and 40 per row 0.042 / 0.064, 0.038
+/// / 0.055, 0.046 / 0.063, but 6 per row 0.131 / 0.085; `x` beyond L1: EX5 (45, 52 KB) 0.085
+/// / 0.111, random 8000 columns (64 KB) with 40 per row 0.102 / 0.135, but with 24 per row
+/// 0.133 / 0.117 and 12 per row 0.228 / 0.136, random 20000 columns (160 KB) with 32 per row
+/// 0.366 / 0.293 and 48 per row 0.474 / 0.457; cit-HepPh (12), email-Enron (10) and
+/// soc-Slashdot0902 (12) 0.469 / 0.332, 0.345 / 0.217, 0.892 / 0.685.
+pub const SPMV_UNMASKED_MIN_ROW: f64 = 40.0;
+
+/// Bytes of `x` up to which SpMV's gathers are served by L1 (48 KiB on Zen 5) for
+/// [`SPMV_UNMASKED_MIN_ROW`]'s rule.
+pub const SPMV_L1_GATHER_BYTES: usize = 40 << 10;
+
 /// Vector registers of lanes per step of SpMV's masked rows (LLVM's interleave count): 2 over
 /// 1 and 4 on the matrices above (ct2010 0.38 / 0.29 / 0.41 ms; cage11 0.26 / 0.26 / 0.29).
 pub const SPMV_MASKED_REGISTERS: i64 = lacuna_tuning::MASKED_REGISTERS;
@@ -1009,7 +1032,10 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 ///   gathers ([`SPMV_PREFETCH_MIN_SCATTERED`]) of an `x` of
 ///   [`SPMV_VECTOR_PREFETCH_MIN_BYTES`] or more. On a host with vector masks (AVX-512), rows
 ///   whose lengths change often ([`SPMV_MASKED_MIN_ROW_CHANGES`]) run as masked vector lanes
-///   whatever their mean length. With shorter rows whose gathers are
+///   whatever their mean length, except on hosts where masked lanes lose on long rows (AMD
+///   Zen): there rows of [`SPMV_UNMASKED_MIN_ROW`] or more, or of [`SPMV_VECTOR_MIN_ROW`] or
+///   more gathering from an `x` within [`SPMV_L1_GATHER_BYTES`], keep the vector body with a
+///   scalar remainder. With shorter rows whose gathers are
 ///   scattered over an `x` of [`SPMV_PREFETCH_MIN_BYTES`] or more, it prefetches them
 ///   [`SPMV_PREFETCH_DISTANCE`] entries ahead, across rows.
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
@@ -1087,7 +1113,14 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         }
     }
     if p.name == "spmv" {
-        let masked = data.vector_masks && data.row_changes_permille >= SPMV_MASKED_MIN_ROW_CHANGES;
+        // Long rows, or rows gathering from L1, lose with masked lanes on some hosts.
+        let unmasked = !data.masks_long_rows
+            && (data.mean_row() >= SPMV_UNMASKED_MIN_ROW
+                || (data.gathered_bytes <= SPMV_L1_GATHER_BYTES
+                    && data.mean_row() >= SPMV_VECTOR_MIN_ROW));
+        let masked = data.vector_masks
+            && !unmasked
+            && data.row_changes_permille >= SPMV_MASKED_MIN_ROW_CHANGES;
         let vector = masked || data.mean_row() >= SPMV_VECTOR_MIN_ROW;
         if vector {
             trace.push(I::Vectorize {

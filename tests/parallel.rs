@@ -440,12 +440,14 @@ fn builtin_spmv_prefetches_scattered_gathers_only() {
 
 /// SpMV's built-in schedule runs rows as masked vector lanes (`annotate(j, masked, 2)`) exactly
 /// on hosts with vector masks when row lengths change for `SPMV_MASKED_MIN_ROW_CHANGES` or more
-/// of the rows, whatever their mean length; the schedule replays, and on a skewed matrix its
+/// of the rows, whatever their mean length on hosts whose masks pay off on long rows, and only
+/// below `SPMV_UNMASKED_MIN_ROW` (below `SPMV_VECTOR_MIN_ROW` with `x` within
+/// `SPMV_L1_GATHER_BYTES`) on the others; the schedule replays, and on a skewed matrix its
 /// compiled code equals the interpreter whether the host has masks or not.
 #[test]
 fn builtin_spmv_masks_rows_whose_lengths_change() {
     use lacuna::driver::{
-        builtin_schedule, run_kernel, run_kernel_scheduled, DataStats,
+        builtin_schedule, run_kernel, run_kernel_scheduled, DataStats, SPMV_L1_GATHER_BYTES as L1,
         SPMV_MASKED_MIN_ROW_CHANGES as C, SPMV_VECTOR_MIN_ROW,
     };
     let p = example("spmv");
@@ -459,34 +461,42 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
             .iter()
             .any(|t| matches!(t, lacuna::schedule::Instruction::Vectorize { .. }))
     };
-    // (rows for 1M entries, row changes, host masks, masked)
-    for (rows, changes, masks, want) in [
-        (250_000, C, true, true),
-        (250_000, 1000, true, true),
-        (250_000, C - 1, true, false),
-        (250_000, 1000, false, false),
-        (20_000, C, true, true),
-        (20_000, C - 1, true, false),
-        (20_000, 1000, false, false),
+    // (rows for 1M entries, row changes, host masks, masks on long rows, bytes of x, masked)
+    let big = 1 << 20;
+    for (rows, changes, masks, long, x, want) in [
+        (250_000, C, true, true, big, true),
+        (250_000, 1000, true, true, big, true),
+        (250_000, C - 1, true, true, big, false),
+        (250_000, 1000, false, true, big, false),
+        (20_000, C, true, true, big, true),
+        (20_000, C - 1, true, true, big, false),
+        (20_000, 1000, false, true, big, false),
+        // Hosts whose masks lose on long rows: 4 per row masked wherever x lives, 10 per row
+        // only beyond L1, 50 per row never.
+        (250_000, C, true, false, big, true),
+        (250_000, C, true, false, L1, true),
+        (100_000, C, true, false, big, true),
+        (100_000, C, true, false, L1, false),
+        (100_000, C, true, false, L1 + 1, true),
+        (20_000, C, true, false, big, false),
+        (20_000, C - 1, true, false, big, false),
     ] {
         let stats = DataStats {
             nnz: 1_000_000,
             rows,
             row_changes_permille: changes,
             vector_masks: masks,
+            masks_long_rows: long,
+            gathered_bytes: x,
             ..Default::default()
         };
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
-        assert_eq!(
-            masked(&s),
-            want,
-            "{rows} rows, {changes}‰, masks {masks}: {:?}",
-            s.trace
-        );
+        let case = format!("{rows} rows, {changes}‰, masks {masks}, long {long}, x {x} B");
+        assert_eq!(masked(&s), want, "{case}: {:?}", s.trace);
         assert_eq!(
             vector(&s),
             want || stats.mean_row() >= SPMV_VECTOR_MIN_ROW,
-            "{rows} rows, {changes}‰, masks {masks}: {:?}",
+            "{case}: {:?}",
             s.trace
         );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
@@ -513,6 +523,10 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
     let stats = DataStats::of(&inputs);
     assert!(stats.row_changes_permille >= C, "{stats:?}");
     assert_eq!(stats.vector_masks, lacuna::target::host_has_vector_masks());
+    assert_eq!(
+        stats.masks_long_rows,
+        lacuna::target::host_masks_long_rows()
+    );
     let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
     let want = want.outputs["y"].values().to_f64_vec();
     for masks in [false, true] {

@@ -36,6 +36,22 @@ pub fn host_has_vector_masks() -> bool {
     *MASKS.get_or_init(|| has_avx512f(&TargetMachine::get_host_cpu_features().to_string_lossy()))
 }
 
+/// Whether masked vector lanes also pay off on long rows and on gathers served by L1 (see
+/// `lacuna::driver::SPMV_UNMASKED_MIN_ROW`): true on hosts with vector masks except AMD's Zen
+/// cores (LLVM's host CPU `znver*`), whose masked loop costs more per step than a full vector
+/// body with a scalar remainder there. Read once from LLVM's view of the host.
+pub fn host_masks_long_rows() -> bool {
+    static LONG: OnceLock<bool> = OnceLock::new();
+    *LONG.get_or_init(|| {
+        host_has_vector_masks() && masks_long_rows(&TargetMachine::get_host_cpu_name().to_string())
+    })
+}
+
+/// [`host_masks_long_rows`] for an LLVM CPU name (assuming vector masks).
+fn masks_long_rows(cpu: &str) -> bool {
+    !cpu.starts_with("znver")
+}
+
 /// Whether an LLVM feature string (`+sse2,+avx512f,...`) enables AVX-512F.
 fn has_avx512f(features: &str) -> bool {
     features.split(',').any(|f| f == "+avx512f")
@@ -151,7 +167,16 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use super::has_avx512f;
+    use super::{has_avx512f, masks_long_rows};
+
+    /// AMD's Zen cores keep masked lanes to short rows; other AVX-512 cores use them throughout.
+    #[test]
+    fn zen_cores_keep_masks_to_short_rows() {
+        assert!(!masks_long_rows("znver4"));
+        assert!(!masks_long_rows("znver5"));
+        assert!(masks_long_rows("sapphirerapids"));
+        assert!(masks_long_rows("icelake-server"));
+    }
 
     /// Only the feature itself, enabled, counts: not a disabled one nor a longer name.
     #[test]
