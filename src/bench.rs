@@ -887,8 +887,7 @@ fn measure(
 ) -> Result<Record, BenchError> {
     // Parallel loops run on a pool of `threads` workers (built once per measurement, outside
     // the timed runs); kernels without parallel loops use one.
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
+    let pool = lacuna_target::pool_builder(threads)
         .build()
         .map_err(|e| BenchError::Threads(e.to_string()))?;
     let parallel = prep.compiled.exe.has_parallel_loops();

@@ -218,9 +218,7 @@ fn thread_count(threads: Option<usize>) -> Result<usize, CliError> {
             .filter(|&n| n > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(n)
-        .build_global();
+    let _ = lacuna_target::pool_builder(n).build_global();
     Ok(n)
 }
 
@@ -392,15 +390,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             threads,
             tuned,
         } => {
-            if let Some(n) = threads {
-                if n == 0 {
-                    return Err(CliError::BadThreads);
-                }
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(n)
-                    .build_global()
-                    .map_err(|_| CliError::BadThreads)?;
-            }
+            thread_count(threads)?;
             let no_schedule = schedule.as_deref() == Some(std::path::Path::new("none"));
             let schedule = schedule
                 .as_deref()

@@ -230,9 +230,7 @@ struct Worker {
 
 impl Worker {
     fn new(setup: &WorkerSetup) -> Result<Worker, DriverError> {
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(setup.threads.max(1))
-            .build_global();
+        let _ = lacuna_target::pool_builder(setup.threads.max(1)).build_global();
         let program = load_kernel_with_formats(&setup.kernel, &setup.formats)?;
         let mut inputs = BTreeMap::new();
         for (name, path) in &setup.inputs {

@@ -548,8 +548,7 @@ fn in_pool<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> Res
             Some(p) => Arc::clone(p),
             None => {
                 let p = Arc::new(
-                    rayon::ThreadPoolBuilder::new()
-                        .num_threads(n)
+                    lacuna::target::pool_builder(n)
                         .build()
                         .map_err(|e| format!("threads={n}: no thread pool: {e}"))?,
                 );
