@@ -981,6 +981,16 @@ pub const SPMV_UNMASKED_MIN_ROW: f64 = 40.0;
 /// [`SPMV_UNMASKED_MIN_ROW`]'s rule.
 pub const SPMV_L1_GATHER_BYTES: usize = 40 << 10;
 
+/// Mean stored entries per row from which SpMV's unmasked vector rows, on a host with 512-bit
+/// vectors (AVX-512), fill them: `annotate(j, lanes, 8)` for f64, where a row's lanes otherwise
+/// stay 256 bits wide. `lacuna bench`, side by side, min of 300 runs (session 13, znver5, ms;
+/// 4 lanes / 8 lanes), one thread: EX5 (45 per row) 0.087 / 0.079, bcsstk16 (59) 0.080 /
+/// 0.074, ego-Facebook (44) 0.049 / 0.046; two threads 0.044 / 0.042, 0.042 / 0.039, 0.026 /
+/// 0.025; even on citeseer_features (32) and a random 200k × 200k with 48 per row (`x` beyond
+/// L2); cage10 (13) 0.045 / 0.052. On a Xeon (session 12) 8 lanes were within noise on
+/// bcsstk16 and EX5.
+pub const SPMV_WIDE_LANES_MIN_ROW: f64 = 40.0;
+
 /// Vector registers of lanes per step of SpMV's masked rows (LLVM's interleave count): 2 over
 /// 1 and 4 on the matrices above (ct2010 0.38 / 0.29 / 0.41 ms; cage11 0.26 / 0.26 / 0.29).
 pub const SPMV_MASKED_REGISTERS: i64 = lacuna_tuning::MASKED_REGISTERS;
@@ -1035,7 +1045,8 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 ///   whatever their mean length, except on hosts where masked lanes lose on long rows (AMD
 ///   Zen): there rows of [`SPMV_UNMASKED_MIN_ROW`] or more, or of [`SPMV_VECTOR_MIN_ROW`] or
 ///   more gathering from an `x` within [`SPMV_L1_GATHER_BYTES`], keep the vector body with a
-///   scalar remainder. With shorter rows whose gathers are
+///   scalar remainder; such rows of [`SPMV_WIDE_LANES_MIN_ROW`] or more run 8 f64 lanes per
+///   vector on AVX-512 hosts. With shorter rows whose gathers are
 ///   scattered over an `x` of [`SPMV_PREFETCH_MIN_BYTES`] or more, it prefetches them
 ///   [`SPMV_PREFETCH_DISTANCE`] entries ahead, across rows.
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
@@ -1132,6 +1143,12 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                 r#loop: "spmv:j".into(),
                 key: "masked".into(),
                 value: SPMV_MASKED_REGISTERS,
+            });
+        } else if vector && data.vector_masks && data.mean_row() >= SPMV_WIDE_LANES_MIN_ROW {
+            trace.push(I::Annotate {
+                r#loop: "spmv:j".into(),
+                key: "lanes".into(),
+                value: 8,
             });
         }
         // Vector lanes keep more gathers in flight: they want a prefetch only further out.

@@ -501,6 +501,40 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
         );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
+    // Unmasked vector rows of 40 entries or more fill 512-bit vectors on AVX-512 hosts.
+    let lanes = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace.iter().any(|t| {
+            matches!(t, lacuna::schedule::Instruction::Annotate { key, value: 8, .. } if key == "lanes")
+        })
+    };
+    // (rows for 1M entries, row changes, host masks, masks on long rows, 8 lanes)
+    for (rows, changes, masks, long, want) in [
+        (20_000, 0, true, false, true),
+        (25_000, 0, true, false, true),
+        (25_001, 0, true, false, false),
+        (20_000, 0, false, false, false),
+        (20_000, C, true, false, true),
+        (20_000, C, true, true, false),
+        (100_000, 0, true, true, false),
+    ] {
+        let stats = DataStats {
+            nnz: 1_000_000,
+            rows,
+            row_changes_permille: changes,
+            vector_masks: masks,
+            masks_long_rows: long,
+            gathered_bytes: big,
+            ..Default::default()
+        };
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(
+            lanes(&s),
+            want,
+            "{rows} rows, {changes}‰, masks {masks}, long {long}: {:?}",
+            s.trace
+        );
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
     // Rows of 0..=12 entries, lengths changing on every row, and one long row.
     let (m, n) = (4000, 900);
     let mut e = Vec::new();

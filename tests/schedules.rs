@@ -1139,7 +1139,7 @@ proptest! {
     }
 
     /// `masked` on SpMV's vectorized rows (tails as masked lanes, 1..4 registers per step),
-    /// serial and parallel rows on 1..4 threads, with prefetching too: equal to the dense
+    /// and `lanes` (2..16 lanes per register), serial and parallel rows on 1..4 threads, with prefetching too: equal to the dense
     /// reference within `REL_TOL` (lanes reassociate), on the interpreter and the JIT, on empty
     /// rows, rows shorter than one step and rows of several steps.
     #[test]
@@ -1158,6 +1158,8 @@ proptest! {
             vec![vector.clone(), annotate("spmv:j", "masked", w)],
             vec![vector.clone(), annotate("spmv:j", "masked", w), parallel.clone()],
             vec![vector.clone(), annotate("spmv:j", "masked", w), annotate("spmv:j", "prefetch", 3), parallel.clone()],
+            // `lanes`: 2, 4, 8 or 16 lanes per register, the remainder scalar.
+            vec![vector.clone(), annotate("spmv:j", "lanes", 1 << w), parallel.clone()],
         ] {
             for (target, out) in pool.install(|| run_scheduled(&p, &trace, &inputs)) {
                 assert_dense(&format!("{trace:?} on {threads} threads, {target}"), &out, &[m], &want);
@@ -1260,6 +1262,17 @@ fn annotations_reach_the_ir_and_unannotate_restores() {
             && unmasked.contains("!\"llvm.loop.interleave.count\", i32 1}"),
         "{unmasked}"
     );
+    // `lanes` on a vectorized loop: the vectorization width, as a hint.
+    let lanes = ir(&[
+        Instruction::Vectorize {
+            r#loop: "spmv:j".into(),
+        },
+        annotate("spmv:j", "lanes", 8),
+    ]);
+    assert!(
+        lanes.contains("!\"llvm.loop.vectorize.width\", i32 8}"),
+        "{lanes}"
+    );
     assert!(ir(&[annotate("spmv:j", "atomic", 0)]).contains("atomicrmw fadd"));
     // Golden: the atomic annotation.
     let s = Schedule::replay(&p, &[annotate("spmv:j", "atomic", 0)]).expect("applies");
@@ -1291,6 +1304,25 @@ fn annotate_rejects_what_it_cannot_do() {
     rejects("spmv", annotate("spmv:j", "masked", 0), "at least 1");
     // Masked lanes need vector lanes first.
     rejects("spmv", annotate("spmv:j", "masked", 2), "is not vectorized");
+    rejects("spmv", annotate("spmv:j", "lanes", 8), "is not vectorized");
+    let vectorized = |value| {
+        let p = kernel("spmv");
+        let mut s = Schedule::replay(
+            &p,
+            &[Instruction::Vectorize {
+                r#loop: "spmv:j".into(),
+            }],
+        )
+        .expect("applies");
+        s.apply(annotate("spmv:j", "lanes", value))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    for bad in [0, 1, 3, 12, 128, -8] {
+        let e = vectorized(bad).expect_err("not a power of two from 2 to 64");
+        assert!(e.contains("power of two"), "{bad}: {e}");
+    }
+    assert!(vectorized(16).is_ok());
     // The row loop also initializes y[i]: not a sum an atomic can perform.
     rejects("spmv", annotate("spmv:i", "atomic", 0), "not a sum");
     let p = kernel("spmv");

@@ -67,6 +67,8 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub pending_prefetch: Option<i64>,
     /// A `masked` annotation (vector registers per step) for the next counted loop emitted.
     pub pending_masked: Option<u32>,
+    /// Vector lanes of the next vectorized loop (`lanes` annotation).
+    pub pending_lanes: Option<u32>,
     /// With `pending_prefetch`: where the segments of the enclosing loop's remaining
     /// iterations end, with the segments' `indices` buffer (see [`Emitter::segments_end`]).
     pub pending_prefetch_end: Option<(IntValue<'ctx>, &'a str)>,
@@ -144,6 +146,7 @@ pub(crate) fn build_module<'ctx>(
         pending_unroll: None,
         pending_prefetch: None,
         pending_masked: None,
+        pending_lanes: None,
         pending_prefetch_end: None,
         loops: Vec::new(),
         gpux: crate::nvptx::GpuExtras {
@@ -355,6 +358,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         let unroll = self.pending_unroll.take();
         let prefetch = self.pending_prefetch.take();
         let masked = self.pending_masked.take();
+        let lanes = self.pending_lanes.take();
         let segments_end = self.pending_prefetch_end.take();
         {
             {
@@ -416,6 +420,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                     && kind == ForKind::Vectorized
                     && self.hm.is_some_and(|h| h.wide_vectors))
                 .then(|| 32 / widest_float_load(body, &self.bufs).clamp(1, 32));
+                let row_lanes = lanes.filter(|_| kind == ForKind::Vectorized).or(row_lanes);
                 match unroll {
                     Some(n) => self.unroll_count_hint(br, n),
                     None => self.loop_hint(br, kind, short, masked, row_lanes),
@@ -707,12 +712,16 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             ("masked", Some(n)) if n >= 1 && !self.gpu => {
                 self.pending_masked = Some(u32::try_from(n).unwrap_or(u32::MAX));
             }
+            ("lanes", Some(n)) if n >= 1 && !self.gpu => {
+                self.pending_lanes = Some(u32::try_from(n).unwrap_or(u32::MAX));
+            }
             _ => {}
         }
         let r = self.stmts(body);
         self.pending_unroll = None;
         self.pending_prefetch = None;
         self.pending_masked = None;
+        self.pending_lanes = None;
         self.pending_prefetch_end = None;
         r
     }
@@ -1048,7 +1057,8 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     /// entries reaches the vector body at all (LLVM's default of 4 needs 16: SpMV on cage10,
     /// 13 entries per row, 0.061–0.066 → 0.050–0.053 ms, cage11 0.27 → 0.25 ms, bcsstk16 and
     /// EX5 (45–60 per row) even; one thread, side by side, Xeon with AVX-512, session 12).
-    /// `row_lanes`: the lanes of such a loop where functions prefer wider vectors.
+    /// `row_lanes`: the lanes of such a loop where functions prefer wider vectors, or those of
+    /// a `lanes` annotation (any vectorized loop).
     fn loop_hint(
         &self,
         br: InstructionValue<'ctx>,
@@ -1084,11 +1094,14 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             let tmp = LLVMTemporaryMDNode(c, std::ptr::null_mut(), 0);
             let mut ops = vec![tmp, hint_node];
             let interleave = masked.or(short.then_some(1));
-            if let (ForKind::Vectorized, Some(n)) = (kind, interleave) {
-                let mut pairs = vec![(
-                    &b"llvm.loop.interleave.count"[..],
-                    self.ctx.i32_type().const_int(u64::from(n), false),
-                )];
+            if kind == ForKind::Vectorized {
+                let mut pairs = Vec::new();
+                if let Some(n) = interleave {
+                    pairs.push((
+                        &b"llvm.loop.interleave.count"[..],
+                        self.ctx.i32_type().const_int(u64::from(n), false),
+                    ));
+                }
                 if let Some(lanes) = row_lanes {
                     pairs.push((
                         &b"llvm.loop.vectorize.width"[..],

@@ -373,6 +373,7 @@ fn add_kernel<'ctx>(
         pending_unroll: None,
         pending_prefetch: None,
         pending_masked: None,
+        pending_lanes: None,
         pending_prefetch_end: None,
         loops: Vec::new(),
         hm: None,

@@ -450,6 +450,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             pending_unroll: None,
             pending_prefetch: None,
             pending_masked: None,
+            pending_lanes: None,
             pending_prefetch_end: None,
             loops: Vec::new(),
             gpux: Default::default(),

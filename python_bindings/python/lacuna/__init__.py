@@ -219,8 +219,10 @@ class Schedule:
         self._s.rfactor(loop)
 
     def annotate(self, loop: str, key: str, value: int = 0) -> None:
-        """Annotates ``loop``: ``atomic``, ``pragma_unroll`` (count), ``prefetch`` (distance) or
-        ``masked`` (a vectorized loop's tail as masked lanes; vector registers per step)."""
+        """Annotates ``loop``: ``atomic``, ``pragma_unroll`` (count), ``prefetch`` (distance),
+        ``masked`` (a vectorized loop's tail as masked lanes; vector registers per step),
+        ``lanes`` (a vectorized loop's lanes per vector register) or ``launch`` (0: a GPU
+        kernel launch starts at this top-level loop)."""
         self._s.annotate(loop, key, value)
 
     def unannotate(self, loop: str, key: str) -> None:

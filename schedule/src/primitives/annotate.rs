@@ -13,6 +13,10 @@
 //!   with `value` vector registers of lanes per step (independent partial sums). A loop of a
 //!   few iterations, such as a sparse row, then runs without a branch on its length: measured
 //!   1.3–1.8× faster SpMV on rows of varying short lengths (AVX-512). Ignored on GPUs.
+//! - `lanes` (a power of two from 2 to 64): a vectorized loop (`vectorize` first) runs that
+//!   many lanes per vector register (LLVM's vectorization width), where the emitter would
+//!   choose otherwise (a sparse row's lanes stay 256 bits wide on hosts preferring 512: `lanes`
+//!   8 gives f64 rows the whole 512 bits). Ignored on GPUs.
 //! - `launch` (value 0): the loop, a top-level statement of the function, starts a new GPU
 //!   kernel launch (see `lacuna_stage2::gpu::split_launches`); the CPU runs it as its body.
 //!
@@ -25,7 +29,14 @@ use lacuna_stage1::BinOp;
 use lacuna_stage2::{AtomicOp, Expr, Stmt};
 
 /// The keys `annotate` accepts.
-pub const KEYS: [&str; 5] = ["atomic", "pragma_unroll", "prefetch", "masked", "launch"];
+pub const KEYS: [&str; 6] = [
+    "atomic",
+    "pragma_unroll",
+    "prefetch",
+    "masked",
+    "lanes",
+    "launch",
+];
 
 fn to_atomic(stmts: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
     to_atomic_under(stmts, &mut Vec::new())
@@ -142,6 +153,11 @@ pub fn annotate(
             what: format!("`launch` takes the value 0, not {value}"),
         });
     }
+    if key == "lanes" && !(value.count_ones() == 1 && (2..=64).contains(&value)) {
+        return Err(Condition::BadArgument {
+            what: format!("`lanes` takes a power of two from 2 to 64, not {value}"),
+        });
+    }
     if !["atomic", "launch"].contains(&key) && value < 1 {
         return Err(Condition::BadArgument {
             what: format!("`{key}` needs a value of at least 1, not {value}"),
@@ -155,7 +171,7 @@ pub fn annotate(
             ),
         });
     }
-    if key == "masked"
+    if (key == "masked" || key == "lanes")
         && !matches!(
             crate::loops::get(&body, index),
             Some(Stmt::For {
@@ -166,7 +182,7 @@ pub fn annotate(
     {
         return Err(Condition::BadArgument {
             what: format!(
-                "loop `{name}` is not vectorized: `masked` folds a vectorized loop's tail into masked lanes (apply `vectorize` first)"
+                "loop `{name}` is not vectorized: `{key}` applies to a vectorized loop (apply `vectorize` first)"
             ),
         });
     }
