@@ -811,6 +811,7 @@ pub fn run_bench(
                                     row_changes_permille: m.row_changes_permille,
                                     vector_masks: lacuna_target::host_has_vector_masks(),
                                     masks_long_rows: lacuna_target::host_masks_long_rows(),
+                                    hw_prefetches_rows: lacuna_target::host_prefetches_rows(),
                                 };
                                 own = compile_kernel(
                                     def.name,

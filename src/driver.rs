@@ -769,6 +769,9 @@ pub struct DataStats {
     /// and on gathers from L1 ([`lacuna_target::host_masks_long_rows`]; see
     /// [`SPMV_UNMASKED_MIN_ROW`]). A property of the host, like `vector_masks`.
     pub masks_long_rows: bool,
+    /// Whether the host's hardware prefetchers cover gathered dense rows, so that SpMM's
+    /// software prefetch of `B` only costs ([`lacuna_target::host_prefetches_rows`]).
+    pub hw_prefetches_rows: bool,
 }
 
 /// The share, in thousandths, of the rows of the 2-D tensor `a` (after the first) whose number
@@ -900,6 +903,7 @@ impl DataStats {
             row_changes_permille,
             vector_masks: lacuna_target::host_has_vector_masks(),
             masks_long_rows: lacuna_target::host_masks_long_rows(),
+            hw_prefetches_rows: lacuna_target::host_prefetches_rows(),
         }
     }
 
@@ -918,6 +922,9 @@ impl DataStats {
 /// wait on DRAM. cit-HepPh (B 35 MB at k = 128), one thread, `lacuna bench` side by side: 21.5
 /// and 19.1 ms without, 17.5 and 18.0 ms with; on cage10 and bcsstk16 (B within L3) no gain
 /// (±10%, within noise), so it stays off there.
+/// On Zen 5 it only costs (session 13, `lacuna bench`, k = 128, min of 10, ms, without / with,
+/// one thread then two): cage11 7.67 / 9.83, 4.39 / 5.95; ct2010 9.14 / 11.98, 5.46 / 7.00;
+/// cit-HepPh 6.64 / 8.98, 3.69 / 4.80; soc-Slashdot0902 21.3 / 26.2, 12.4 / 15.8.
 pub const SPMM_PREFETCH_MIN_BYTES: usize = 32 << 20;
 
 /// Entries ahead that SpMM's built-in prefetch reads `J.indices` (4 and 16 measured no
@@ -1031,7 +1038,8 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 ///   stay in registers across the row (measured 1.8× faster at k = 32 on cage10, one thread).
 ///   Wider multiples of 32 (k = 96 .. 512) split by 32 and run the inner part as vector lanes
 ///   (four 8-lane registers of accumulators per pass over the row). With `B` beyond
-///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched
+///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched (not on hosts whose hardware
+///   prefetchers cover them, `DataStats::hw_prefetches_rows`: Zen 5)
 ///   [`SPMM_PREFETCH_DISTANCE`] entries ahead.
 /// - SDDMM (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes
 ///   reassociate the sum: results may differ from the serial order in the last bits. With a
@@ -1091,7 +1099,7 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                     }
                 },
             ]);
-            if data.gathered_bytes >= SPMM_PREFETCH_MIN_BYTES {
+            if data.gathered_bytes >= SPMM_PREFETCH_MIN_BYTES && !data.hw_prefetches_rows {
                 trace.push(I::Annotate {
                     r#loop: "j".into(),
                     key: "prefetch".into(),

@@ -309,24 +309,32 @@ fn built_in_schedules_keep_results() {
 }
 
 /// SpMM's built-in schedule prefetches the rows of `B` it gathers exactly when `B` exceeds
-/// `SPMM_PREFETCH_MIN_BYTES`, and the schedule replays (the annotation names a loop of it).
+/// `SPMM_PREFETCH_MIN_BYTES` on a host whose hardware prefetchers do not cover them, and the
+/// schedule replays (the annotation names a loop of it).
 #[test]
 fn builtin_spmm_prefetches_gathers_only_beyond_the_cache() {
     use lacuna::driver::{builtin_schedule, DataStats, SPMM_PREFETCH_MIN_BYTES};
     let p = example("spmm");
-    for (bytes, want) in [
-        (SPMM_PREFETCH_MIN_BYTES - 8, false),
-        (SPMM_PREFETCH_MIN_BYTES, true),
+    for (bytes, hw, want) in [
+        (SPMM_PREFETCH_MIN_BYTES - 8, false, false),
+        (SPMM_PREFETCH_MIN_BYTES, false, true),
+        (SPMM_PREFETCH_MIN_BYTES, true, false),
     ] {
         let stats = DataStats {
             nnz: 1_000_000,
             rows: 30_000,
             feat: Some(128),
             gathered_bytes: bytes,
+            hw_prefetches_rows: hw,
             ..Default::default()
         };
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
-        assert_eq!(prefetches(&s), want, "{bytes} bytes: {:?}", s.trace);
+        assert_eq!(
+            prefetches(&s),
+            want,
+            "{bytes} bytes, hardware {hw}: {:?}",
+            s.trace
+        );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
 }

@@ -47,6 +47,20 @@ pub fn host_masks_long_rows() -> bool {
     })
 }
 
+/// Whether the host's hardware prefetchers already cover the dense rows a sparse kernel
+/// gathers, so that software prefetch of them (SpMM's rows of `B`) only costs: AMD Zen 5
+/// (LLVM's `znver5`), where `lacuna bench` measured SpMM k = 128 23–35% slower with it on
+/// cage11, ct2010, cit-HepPh and soc-Slashdot0902 (`B` 35–84 MB, session 13). Read once.
+pub fn host_prefetches_rows() -> bool {
+    static ROWS: OnceLock<bool> = OnceLock::new();
+    *ROWS.get_or_init(|| prefetches_rows(&TargetMachine::get_host_cpu_name().to_string()))
+}
+
+/// [`host_prefetches_rows`] for an LLVM CPU name.
+fn prefetches_rows(cpu: &str) -> bool {
+    cpu.starts_with("znver5")
+}
+
 /// [`host_masks_long_rows`] for an LLVM CPU name (assuming vector masks).
 fn masks_long_rows(cpu: &str) -> bool {
     !cpu.starts_with("znver")
@@ -167,7 +181,15 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{has_avx512f, masks_long_rows};
+    use super::{has_avx512f, masks_long_rows, prefetches_rows};
+
+    /// Zen 5 prefetches gathered rows itself; older and other cores are left to software.
+    #[test]
+    fn zen5_prefetches_rows_itself() {
+        assert!(prefetches_rows("znver5"));
+        assert!(!prefetches_rows("znver3"));
+        assert!(!prefetches_rows("sapphirerapids"));
+    }
 
     /// AMD's Zen cores keep masked lanes to short rows; other AVX-512 cores use them throughout.
     #[test]
