@@ -469,25 +469,37 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
             .iter()
             .any(|t| matches!(t, lacuna::schedule::Instruction::Vectorize { .. }))
     };
-    // (rows for 1M entries, row changes, host masks, masks on long rows, bytes of x, masked)
+    // Unmasked vector rows of 40 entries or more fill 512-bit vectors on AVX-512 hosts.
+    let lanes = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace.iter().any(|t| {
+            matches!(t, lacuna::schedule::Instruction::Annotate { key, value: 8, .. } if key == "lanes")
+        })
+    };
+    // (rows for 1M entries, row changes, host masks, masks on long rows, bytes of x, masked,
+    // 8 lanes)
     let big = 1 << 20;
-    for (rows, changes, masks, long, x, want) in [
-        (250_000, C, true, true, big, true),
-        (250_000, 1000, true, true, big, true),
-        (250_000, C - 1, true, true, big, false),
-        (250_000, 1000, false, true, big, false),
-        (20_000, C, true, true, big, true),
-        (20_000, C - 1, true, true, big, false),
-        (20_000, 1000, false, true, big, false),
+    for (rows, changes, masks, long, x, want, wide) in [
+        (250_000, C, true, true, big, true, false),
+        (250_000, 1000, true, true, big, true, false),
+        (250_000, C - 1, true, true, big, false, false),
+        (250_000, 1000, false, true, big, false, false),
+        (20_000, C, true, true, big, true, false),
+        (20_000, C - 1, true, true, big, false, true),
+        (20_000, 1000, false, true, big, false, false),
         // Hosts whose masks lose on long rows: 4 per row masked wherever x lives, 10 per row
         // only beyond L1, 50 per row never.
-        (250_000, C, true, false, big, true),
-        (250_000, C, true, false, L1, true),
-        (100_000, C, true, false, big, true),
-        (100_000, C, true, false, L1, false),
-        (100_000, C, true, false, L1 + 1, true),
-        (20_000, C, true, false, big, false),
-        (20_000, C - 1, true, false, big, false),
+        (250_000, C, true, false, big, true, false),
+        (250_000, C, true, false, L1, true, false),
+        (100_000, C, true, false, big, true, false),
+        (100_000, C, true, false, L1, false, false),
+        (100_000, C, true, false, L1 + 1, true, false),
+        (20_000, C, true, false, big, false, true),
+        (20_000, C - 1, true, false, big, false, true),
+        // 8 lanes from 40 per row on average.
+        (25_000, 0, true, false, big, false, true),
+        (25_001, 0, true, false, big, false, false),
+        (20_000, 0, false, false, big, false, false),
+        (100_000, 0, true, true, big, false, false),
     ] {
         let stats = DataStats {
             nnz: 1_000_000,
@@ -501,44 +513,11 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
         let case = format!("{rows} rows, {changes}‰, masks {masks}, long {long}, x {x} B");
         assert_eq!(masked(&s), want, "{case}: {:?}", s.trace);
+        assert_eq!(lanes(&s), wide, "{case}: {:?}", s.trace);
         assert_eq!(
             vector(&s),
             want || stats.mean_row() >= SPMV_VECTOR_MIN_ROW,
             "{case}: {:?}",
-            s.trace
-        );
-        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
-    }
-    // Unmasked vector rows of 40 entries or more fill 512-bit vectors on AVX-512 hosts.
-    let lanes = |s: &lacuna::schedule::ScheduleFile| {
-        s.trace.iter().any(|t| {
-            matches!(t, lacuna::schedule::Instruction::Annotate { key, value: 8, .. } if key == "lanes")
-        })
-    };
-    // (rows for 1M entries, row changes, host masks, masks on long rows, 8 lanes)
-    for (rows, changes, masks, long, want) in [
-        (20_000, 0, true, false, true),
-        (25_000, 0, true, false, true),
-        (25_001, 0, true, false, false),
-        (20_000, 0, false, false, false),
-        (20_000, C, true, false, true),
-        (20_000, C, true, true, false),
-        (100_000, 0, true, true, false),
-    ] {
-        let stats = DataStats {
-            nnz: 1_000_000,
-            rows,
-            row_changes_permille: changes,
-            vector_masks: masks,
-            masks_long_rows: long,
-            gathered_bytes: big,
-            ..Default::default()
-        };
-        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
-        assert_eq!(
-            lanes(&s),
-            want,
-            "{rows} rows, {changes}‰, masks {masks}, long {long}: {:?}",
             s.trace
         );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
