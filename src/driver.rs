@@ -927,6 +927,19 @@ impl DataStats {
 /// cit-HepPh 6.64 / 8.98, 3.69 / 4.80; soc-Slashdot0902 21.3 / 26.2, 12.4 / 15.8.
 pub const SPMM_PREFETCH_MIN_BYTES: usize = 32 << 20;
 
+/// Mean stored entries per row for which SpMM's built-in schedule, on a host with AVX-512 (32
+/// vector registers), splits a feature width that is a multiple of 64 (k = 128 .. 512) by 64
+/// instead of 32: eight 8-lane registers of accumulators per pass over the row, half the passes.
+/// `lacuna bench`, one thread, split by 32 / by 64, ms, min of 10 (session 13, znver5): k = 128
+/// cage10 (13 per row) 1.29–1.37 / 1.19, cage11 (14) 7.54–7.68 / 7.22–7.24, cit-HepPh (12)
+/// 6.88–7.29 / 6.01–6.54, email-Enron (10) 6.59–6.82 / 6.16–6.24, soc-Slashdot0902 (12) 22.2–22.6
+/// / 20.6–21.2, EX5 (45) 1.96–2.01 / 1.84–1.85, ego-Facebook (44) 1.05–1.09 / 0.96–0.97,
+/// citeseer_features (32) 0.73–0.77 / 0.70–0.73; k = 256 cit-HepPh 18.9 / 16.2, ego-Facebook
+/// 3.18 / 2.49, email-Enron 16.5 / 14.5. Outside the range it loses: rows of about 5 (ct2010
+/// 8.94–9.10 / 9.45–9.85, wing 10.2–10.3 / 11.0–11.3, de2010 and vt2010 0–6% slower) and
+/// bcsstk16 (59 per row) 1.75–1.77 / 2.14–2.16.
+pub const SPMM_WIDE_CHUNK_ROWS: std::ops::Range<f64> = 8.0..50.0;
+
 /// Entries ahead that SpMM's built-in prefetch reads `J.indices` (4 and 16 measured no
 /// better than 8 on cit-HepPh).
 pub const SPMM_PREFETCH_DISTANCE: i64 = 8;
@@ -1037,7 +1050,8 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 ///   part moved out of the row's entries and the inner part unrolled, so that 16 accumulators
 ///   stay in registers across the row (measured 1.8× faster at k = 32 on cage10, one thread).
 ///   Wider multiples of 32 (k = 96 .. 512) split by 32 and run the inner part as vector lanes
-///   (four 8-lane registers of accumulators per pass over the row). With `B` beyond
+///   (four 8-lane registers of accumulators per pass over the row); on AVX-512 hosts, multiples
+///   of 64 split by 64 where rows hold [`SPMM_WIDE_CHUNK_ROWS`] entries on average. With `B` beyond
 ///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched (not on hosts whose hardware
 ///   prefetchers cover them, `DataStats::hw_prefetches_rows`: Zen 5)
 ///   [`SPMM_PREFETCH_DISTANCE`] entries ahead.
@@ -1071,7 +1085,10 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             if k % 16 == 0 && (16..=64).contains(&k) {
                 Some((k, 16, false))
             } else if k % 32 == 0 && (96..=512).contains(&k) {
-                Some((k, 32, true))
+                let wide = data.vector_masks
+                    && k % 64 == 0
+                    && SPMM_WIDE_CHUNK_ROWS.contains(&data.mean_row());
+                Some((k, if wide { 64 } else { 32 }, true))
             } else {
                 None
             }

@@ -201,6 +201,21 @@ fn built_in_schedules_keep_results() {
     long.sort_by_key(|x| (x.0, x.1));
     long.dedup_by_key(|x| (x.0, x.1));
     let long = Input::Coo(coo(lm, ln, &long));
+    // Rows of 5..=25 entries (15 on average): SpMM's k = 128 splits by 64 on AVX-512 hosts.
+    let (mm, mn) = (3000, 2500);
+    let mut mid = Vec::new();
+    for i in 0..mm {
+        for t in 0..5 + (i * 11) % 21 {
+            mid.push((
+                i,
+                (i * 7 + t * 97) % mn,
+                ((i + 5 * t) % 17) as f64 / 6.0 - 1.4,
+            ));
+        }
+    }
+    mid.sort_by_key(|x| (x.0, x.1));
+    mid.dedup_by_key(|x| (x.0, x.1));
+    let mid = Input::Coo(coo(mm, mn, &mid));
     // (kernel, inputs, built-in unrolls, built-in vectorizes)
     for (kernel, inputs, unroll, vectorize) in [
         (
@@ -244,6 +259,15 @@ fn built_in_schedules_keep_results() {
             BTreeMap::from([
                 ("A".to_string(), a.clone()),
                 ("B".to_string(), dense(vec![n, 128], 12)),
+            ]),
+            false,
+            true,
+        ),
+        (
+            "spmm",
+            BTreeMap::from([
+                ("A".to_string(), mid.clone()),
+                ("B".to_string(), dense(vec![mn, 128], 16)),
             ]),
             false,
             true,
@@ -333,6 +357,52 @@ fn builtin_spmm_prefetches_gathers_only_beyond_the_cache() {
             prefetches(&s),
             want,
             "{bytes} bytes, hardware {hw}: {:?}",
+            s.trace
+        );
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+}
+
+/// SpMM's built-in schedule splits k = 128 .. 512 by 64 exactly on AVX-512 hosts, for widths
+/// that are multiples of 64 and rows of `SPMM_WIDE_CHUNK_ROWS` entries on average; by 32
+/// otherwise; the schedule replays.
+#[test]
+fn builtin_spmm_splits_wide_features_by_64_on_avx512_mid_rows() {
+    use lacuna::driver::{builtin_schedule, DataStats, SPMM_WIDE_CHUNK_ROWS as R};
+    let p = example("spmm");
+    let chunk = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace.iter().find_map(|t| match t {
+            lacuna::schedule::Instruction::Split { factors, .. } => {
+                factors.last().copied().flatten()
+            }
+            _ => None,
+        })
+    };
+    let rows_for = |mean: f64| (1_000_000.0 / mean).ceil() as usize;
+    // (k, mean entries per row, AVX-512, split)
+    for (k, mean, masks, want) in [
+        (128, 12.0, true, 64),
+        (256, 44.0, true, 64),
+        (512, R.start, true, 64),
+        (128, 12.0, false, 32),
+        (96, 12.0, true, 32),
+        (160, 12.0, true, 32),
+        (128, 5.0, true, 32),
+        (128, R.end + 9.0, true, 32),
+        (32, 12.0, true, 16),
+    ] {
+        let stats = DataStats {
+            nnz: 1_000_000,
+            rows: rows_for(mean),
+            feat: Some(k),
+            vector_masks: masks,
+            ..Default::default()
+        };
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(
+            chunk(&s),
+            Some(want),
+            "k {k}, {mean} per row, masks {masks}: {:?}",
             s.trace
         );
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
