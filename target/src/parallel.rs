@@ -115,7 +115,8 @@ pub(crate) unsafe extern "C" fn lacuna_rt_parallel_for(
     }
     let shared = Shared(ctx);
     let shared = &shared;
-    IN_PARALLEL_FOR.with(|f| f.set(true));
+    // A loop run by a job this thread takes while waiting restores the flag it found.
+    let outer = IN_PARALLEL_FOR.with(|f| f.replace(true));
     (0..chunks as usize).into_par_iter().for_each(|k| {
         let (a, b) = (bounds[k], bounds[k + 1]);
         if a < b {
@@ -123,7 +124,7 @@ pub(crate) unsafe extern "C" fn lacuna_rt_parallel_for(
             unsafe { body(shared.0, a, b) };
         }
     });
-    IN_PARALLEL_FOR.with(|f| f.set(false));
+    IN_PARALLEL_FOR.with(|f| f.set(outer));
     // The caller, a worker, runs the next loop's first chunk itself.
     keep_workers_awake(workers as usize - 1, spin_time());
 }
