@@ -809,9 +809,7 @@ pub fn run_bench(
                                     },
                                     scattered_permille: m.scattered_permille,
                                     row_changes_permille: m.row_changes_permille,
-                                    vector_masks: lacuna_target::host_has_vector_masks(),
-                                    masks_long_rows: lacuna_target::host_masks_long_rows(),
-                                    hw_prefetches_rows: lacuna_target::host_prefetches_rows(),
+                                    ..driver::DataStats::host()
                                 };
                                 own = compile_kernel(
                                     def.name,

@@ -861,6 +861,17 @@ pub fn scattered_gathers(a: &CooTensor) -> usize {
 }
 
 impl DataStats {
+    /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
+    /// `hw_prefetches_rows`): the base the data's statistics are filled into.
+    pub fn host() -> DataStats {
+        DataStats {
+            vector_masks: lacuna_target::host_has_vector_masks(),
+            masks_long_rows: lacuna_target::host_masks_long_rows(),
+            hw_prefetches_rows: lacuna_target::host_prefetches_rows(),
+            ..DataStats::default()
+        }
+    }
+
     /// The statistics of a kernel's inputs.
     pub fn of(inputs: &BTreeMap<String, Input>) -> DataStats {
         let nnz = inputs
@@ -901,9 +912,7 @@ impl DataStats {
             gathered_bytes,
             scattered_permille,
             row_changes_permille,
-            vector_masks: lacuna_target::host_has_vector_masks(),
-            masks_long_rows: lacuna_target::host_masks_long_rows(),
-            hw_prefetches_rows: lacuna_target::host_prefetches_rows(),
+            ..DataStats::host()
         }
     }
 
