@@ -618,6 +618,10 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
         stats.masks_long_rows,
         lacuna::target::host_masks_long_rows()
     );
+    assert_eq!(
+        stats.hw_prefetches_rows,
+        lacuna::target::host_prefetches_rows()
+    );
     let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
     let want = want.outputs["y"].values().to_f64_vec();
     for masks in [false, true] {
