@@ -99,12 +99,6 @@ pub enum BenchError {
         /// The new file (or `this run`).
         new: String,
     },
-    /// A `--target` that is not a target.
-    #[error("--target `{name}`: not a target (jit, interp, interp-stage1, interp-gpu, cuda, cuda:sm_80, cuda:sm_90)")]
-    BadTarget {
-        /// The name given.
-        name: String,
-    },
     /// A GPU target with a schedule that binds no GPU threads.
     #[error("--target {target} runs GPU schedules: `--schedule {schedule}` is a CPU schedule (give a GPU schedule file, e.g. examples/schedules/spmm_gpu_naive.ron)")]
     GpuSchedule {
@@ -169,8 +163,8 @@ pub struct BenchArgs {
     /// device), or an interpreter (`interp`, `interp-stage1`, `interp-gpu`: GPU semantics on the
     /// CPU). GPU targets need GPU schedule files (examples/schedules/*_gpu*.ron): the built-in
     /// schedules are the CPU's.
-    #[arg(long, default_value = "jit")]
-    pub target: String,
+    #[arg(long, value_enum, default_value = "jit")]
+    pub target: Target,
     /// Write the JSON Lines to this file (atomically) instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -695,9 +689,7 @@ pub fn run_bench(
     if args.ks.contains(&0) {
         return Err(BenchError::Zero { flag: "--k" });
     }
-    let target = Target::from_name(&args.target).ok_or_else(|| BenchError::BadTarget {
-        name: args.target.clone(),
-    })?;
+    let target = args.target;
     let kernels = args
         .kernels
         .iter()

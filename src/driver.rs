@@ -349,22 +349,45 @@ impl Target {
         }
     }
 
-    /// The target a name of [`Target::name`] stands for; `cuda` alone is `cuda:sm_80`.
-    pub fn from_name(name: &str) -> Option<Target> {
-        Some(match name {
-            "jit" => Target::Jit,
-            "interp" => Target::Interp,
-            "interp-stage1" => Target::InterpStage1,
-            "interp-gpu" => Target::InterpGpu,
-            "cuda" | "cuda:sm_80" => Target::Cuda(GpuArch::Sm80),
-            "cuda:sm_90" => Target::Cuda(GpuArch::Sm90),
-            _ => return None,
-        })
-    }
-
     /// Whether kernels for this target run GPU schedules (bound loops as blocks and threads).
     pub fn is_gpu(self) -> bool {
         matches!(self, Target::InterpGpu | Target::Cuda(_))
+    }
+}
+
+/// `--target` of `lacuna run` and `lacuna bench`: the names of [`Target::name`], and `cuda`
+/// for `cuda:sm_80`.
+impl clap::ValueEnum for Target {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            Target::Jit,
+            Target::Interp,
+            Target::InterpStage1,
+            Target::InterpGpu,
+            Target::Cuda(GpuArch::Sm80),
+            Target::Cuda(GpuArch::Sm90),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use clap::builder::PossibleValue;
+        let help = match self {
+            Target::Jit => "LLVM JIT on the host CPU",
+            Target::Interp => "The stage-II interpreter",
+            Target::InterpStage1 => "The stage-I interpreter",
+            Target::InterpGpu => {
+                "The stage-II interpreter with GPU semantics (bound loops as threads, races checked)"
+            }
+            Target::Cuda(GpuArch::Sm80) => {
+                "A CUDA GPU with sm_80 PTX (also `cuda`), through the driver loaded at run time"
+            }
+            Target::Cuda(GpuArch::Sm90) => "A CUDA GPU with sm_90 PTX",
+        };
+        let value = PossibleValue::new(self.name()).help(help);
+        Some(match self {
+            Target::Cuda(GpuArch::Sm80) => value.alias("cuda"),
+            _ => value,
+        })
     }
 }
 

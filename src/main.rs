@@ -28,26 +28,6 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum TargetArg {
-    /// LLVM JIT on the host CPU.
-    Jit,
-    /// The stage-II interpreter.
-    Interp,
-    /// The stage-I interpreter.
-    InterpStage1,
-    /// The stage-II interpreter with GPU semantics (bound loops as threads, races checked).
-    InterpGpu,
-    /// A CUDA GPU (sm_80 PTX), through the driver loaded at run time.
-    Cuda,
-    /// A CUDA GPU with sm_90 PTX.
-    #[value(name = "cuda:sm_90")]
-    CudaSm90,
-    /// A CUDA GPU with sm_80 PTX.
-    #[value(name = "cuda:sm_80")]
-    CudaSm80,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
 enum StageArg {
     /// Stage I: sparse iterations in coordinate space.
     #[value(name = "1")]
@@ -247,7 +227,7 @@ enum Command {
         schedule: Option<PathBuf>,
         /// Where to run.
         #[arg(long, value_enum, default_value = "jit")]
-        target: TargetArg,
+        target: Target,
         /// Number of timed runs.
         #[arg(long, default_value_t = 1)]
         repeat: usize,
@@ -432,14 +412,6 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 }
                 out_files.push((name, PathBuf::from(file)));
             }
-            let target = match target {
-                TargetArg::Jit => Target::Jit,
-                TargetArg::Interp => Target::Interp,
-                TargetArg::InterpStage1 => Target::InterpStage1,
-                TargetArg::InterpGpu => Target::InterpGpu,
-                TargetArg::Cuda | TargetArg::CudaSm80 => Target::Cuda(GpuArch::Sm80),
-                TargetArg::CudaSm90 => Target::Cuda(GpuArch::Sm90),
-            };
             let mut tuned_note = None;
             let schedule = match &tuned {
                 Some(db) => {
