@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,18 +32,18 @@ import scipy.io
 import scipy.sparse as sp
 
 SEED = 0
-SCHEDULES = {
-    "spmv": ["spmv_gpu_thread_row", "spmv_gpu_warp_row", "spmv_gpu_nnz_split"],
-    "spmm": [
-        "spmm_gpu_naive",
-        "spmm_gpu_vec",
-        "spmm_hyb_gpu",
-        "spmm_bsr_gpu_shared",
-        "spmm_bsr_gpu_shared_dyn",
-        "spmm_bsr_gpu_shared_launches",
-    ],
-    "sddmm": ["sddmm_gpu", "sddmm_gpu_rfactor"],
-}
+
+
+def gpu_schedules() -> dict[str, list[str]]:
+    """Every GPU example (`examples/schedules/*_gpu*.ron`) by the kernel its file names."""
+    out: dict[str, list[str]] = {}
+    for f in sorted(Path("examples/schedules").glob("*_gpu*.ron")):
+        m = re.search(r'kernel:\s*"(\w+)"', f.read_text())
+        if m:
+            out.setdefault(m.group(1), []).append(f.stem)
+    return out
+
+
 # Rounding bound, relative to the sum of |terms|: sums in any order, atomics included.
 RTOL = 1e-10
 
@@ -188,6 +189,7 @@ def main() -> int:
         f.write_text("")
     ks = [int(k) for k in args.ks.split(",")]
     kernels = args.kernels.split(",")
+    schedules = gpu_schedules()
     start = time.time()
     rows = []
     failures = 0
@@ -216,7 +218,7 @@ def main() -> int:
                                   "run_s_median": cu[1], "checksum": cu[2],
                                   "checksum_ok": abs(cu[2] - ref_sum) <= bound + 1e-300}
                         append(cu_f, cu_rec)
-                    for sched in SCHEDULES[kernel]:
+                    for sched in schedules.get(kernel, []):
                         cmd = [args.bin, "bench", str(mtx), "--kernels", kernel, "--target",
                                args.target, "--schedule", f"examples/schedules/{sched}.ron",
                                "--repeat", str(args.repeat), "--seed", str(SEED)]
