@@ -420,7 +420,8 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                     && kind == ForKind::Vectorized
                     && self.hm.is_some_and(|h| h.wide_vectors))
                 .then(|| 32 / widest_float_load(body, &self.bufs).clamp(1, 32));
-                let row_lanes = lanes.filter(|_| kind == ForKind::Vectorized).or(row_lanes);
+                // `lanes` annotates vectorized loops only (the primitive checks it).
+                let row_lanes = lanes.or(row_lanes);
                 match unroll {
                     Some(n) => self.unroll_count_hint(br, n),
                     None => self.loop_hint(br, kind, short, masked, row_lanes),
