@@ -25,6 +25,8 @@ const TERMS: &[&str] = &[
     "(+ (ell 2) (split_rows 3))",
     "(+ (bsr 2) remainder)",
     "(padded 3)",
+    "(sell 4 8)",
+    "(+ (bucket 1 3 (ell 2)) (sell 2 1))",
     "(+ (colpart 2 0 (ell 2)) (+ (colpart 2 1 (ell 1)) remainder))",
     "csr",
 ];
@@ -139,6 +141,7 @@ fn assert_parts(built: &Built, b: &Bindings, csr: &CsrMatrix, what: &str) {
             lacuna::schedule::decompose::Storage::Csr(c) => c.values.clone(),
             lacuna::schedule::decompose::Storage::Bsr(s) => s.values.clone(),
             lacuna::schedule::decompose::Storage::Padded(s) => s.values.clone(),
+            lacuna::schedule::decompose::Storage::Sell(s) => s.values.clone(),
         };
         let got = f64s(&b.buffers[&name]);
         assert_eq!(bits(&got), bits(&want), "{what}: values of {name}");
@@ -152,7 +155,7 @@ fn assert_parts(built: &Built, b: &Bindings, csr: &CsrMatrix, what: &str) {
     for (buffer, data) in reference
         .buffers
         .iter()
-        .filter(|(n, _)| n.ends_with(".row"))
+        .filter(|(n, _)| n.ends_with(".row") || n.ends_with(".col"))
     {
         assert_eq!(
             b.buffers.get(buffer),
@@ -391,6 +394,7 @@ proptest! {
                     Storage::Csr(c) => &mut c.values,
                     Storage::Bsr(s) => &mut s.values,
                     Storage::Padded(s) => &mut s.values,
+                    Storage::Sell(s) => &mut s.values,
                 };
                 prop_assert!(values.iter().all(|v| v.to_bits() == 0), "{}: values copied", term);
                 prop_assert_eq!(values.len(), src.len());

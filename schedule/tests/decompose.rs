@@ -198,6 +198,63 @@ fn bsr_stores_full_blocks_with_masked_zeros_and_leaves_the_edges() {
     assert_eq!(rest.to_triples().unwrap(), vec![(2, 4, 6.0), (4, 4, 5.0)]);
 }
 
+/// SELL-C-σ: rows sorted by decreasing length within windows of σ rows, cut into groups of C
+/// lanes stored step by step (column-major), each group as long as its longest row; a lane
+/// past the last row repeats its group's first row with padding only.
+#[test]
+fn sell_groups_sorted_rows_into_lane_major_steps() {
+    // Row lengths 1, 3, 0 (empty: not stored), 2, 4.
+    let m = from_lengths(16, &[1, 3, 0, 2, 4]);
+    let parts = check_reproduces(&m, &"(sell 2 2)".parse().unwrap());
+    let [Part {
+        storage: Storage::Sell(s),
+        ..
+    }] = parts.as_slice()
+    else {
+        panic!("expected one SELL part, got {parts:?}")
+    };
+    // Windows of two non-empty rows: {0, 1} sorted to 1, 0; {3, 4} to 4, 3.
+    assert_eq!(s.rows, vec![1, 0, 4, 3]);
+    assert_eq!(s.steps, vec![0, 3, 7]);
+    assert_eq!((s.groups(), s.max_steps()), (2, 4));
+    let col = |r: usize, j: usize| (r * 7 + j * 13) % 16;
+    let sorted = |r: usize| {
+        let mut c: Vec<usize> = (0..[1, 3, 0, 2, 4][r]).map(|j| col(r, j)).collect();
+        c.sort_unstable();
+        c
+    };
+    let (r0, r1, r3, r4) = (sorted(0), sorted(1), sorted(3), sorted(4));
+    // Step q holds entry q of each lane's row; padding is column 0, value 0, masked out.
+    assert_eq!(
+        s.indices,
+        vec![
+            r1[0], r0[0], r1[1], 0, r1[2], 0, // group 0
+            r4[0], r3[0], r4[1], r3[1], r4[2], 0, r4[3], 0, // group 1
+        ]
+    );
+    assert_eq!(
+        s.mask,
+        [true, true, true, false, true, false, true, true, true, true, true, false, true, false]
+    );
+    // σ = 1 keeps the order; a last, partial group repeats its first row in the spare lane.
+    let parts = check_reproduces(&m, &"(sell 3 1)".parse().unwrap());
+    let Storage::Sell(s) = &parts[0].storage else {
+        panic!("expected SELL")
+    };
+    assert_eq!(s.rows, vec![0, 1, 3, 4, 4, 4]);
+    assert_eq!(s.steps, vec![0, 3, 7]);
+    assert!(s.mask[9..].chunks(3).all(|lanes| !lanes[1] && !lanes[2]));
+    // Sorting within wide windows pads less than keeping the order on skewed rows.
+    let skewed = from_lengths(64, &[1, 9, 1, 9, 1, 9, 1, 9]);
+    let stats = MatrixStats::of(&skewed).unwrap();
+    let slots = |text: &str| match &check_reproduces(&skewed, &text.parse().unwrap())[0].storage {
+        Storage::Sell(s) => s.mask.len(),
+        other => panic!("expected SELL, got {other:?}"),
+    };
+    assert_eq!((slots("(sell 2 1)"), slots("(sell 2 8)")), (72, 40));
+    assert!(cost(&stats, "(sell 2 8)") < cost(&stats, "(sell 2 1)"));
+}
+
 fn cost(stats: &MatrixStats, text: &str) -> f64 {
     estimate(stats, &text.parse().unwrap()).total(&CostWeights::default())
 }

@@ -57,6 +57,9 @@ fn out_of_range_parameters_are_rejected() {
     bad("(+ (bsr 0) csr)", "bsr", "block");
     bad("(padded 0)", "padded", "tile");
     bad("(split_rows 0)", "split_rows", "width");
+    bad("(sell 0 4)", "sell", "lanes");
+    bad("(sell 65 4)", "sell", "lanes");
+    bad("(sell 8 0)", "sell", "sigma");
     bad("(+ (bucket 3 3 (ell 2)) csr)", "bucket", "hi");
     bad("(+ (colpart 0 0 csr) csr)", "colpart", "parts");
     bad("(+ (colpart 2 2 csr) csr)", "colpart", "part");
@@ -234,6 +237,7 @@ fn leaf() -> impl Strategy<Value = Layout> {
         param(5).prop_map(|block| Layout::Bsr { block }),
         param(5).prop_map(|tile| Layout::Padded { tile }),
         param(6).prop_map(|width| Layout::SplitRows { width }),
+        (param(10), param(9)).prop_map(|(lanes, sigma)| Layout::Sell { lanes, sigma }),
     ]
 }
 

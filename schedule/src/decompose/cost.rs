@@ -90,6 +90,7 @@ pub(crate) enum Op {
     Bsr(u32),
     Padded(u32),
     SplitRows(u32),
+    Sell(u32, u32),
     Bucket(u32, u32),
     ColPart(u32, u32),
     Sum,
@@ -104,6 +105,7 @@ impl Op {
             Layout::Bsr { block } => (Op::Bsr(*block), vec![]),
             Layout::Padded { tile } => (Op::Padded(*tile), vec![]),
             Layout::SplitRows { width } => (Op::SplitRows(*width), vec![]),
+            Layout::Sell { lanes, sigma } => (Op::Sell(*lanes, *sigma), vec![]),
             Layout::Bucket { lo, hi, inner } => (Op::Bucket(*lo, *hi), vec![&**inner]),
             Layout::ColPart { parts, part, inner } => (Op::ColPart(*parts, *part), vec![&**inner]),
             Layout::Sum(a, b) => (Op::Sum, vec![&**a, &**b]),
@@ -158,19 +160,28 @@ pub(crate) fn eval_op(
             let (second, rest) = child(1, &left)?;
             Some((first.plus(second), rest))
         }
-        Op::Csr | Op::Remainder | Op::Ell(_) | Op::Bsr(_) | Op::Padded(_) | Op::SplitRows(_) => {
-            Some(leaf(op, region, stats))
-        }
+        Op::Csr
+        | Op::Remainder
+        | Op::Ell(_)
+        | Op::Bsr(_)
+        | Op::Padded(_)
+        | Op::SplitRows(_)
+        | Op::Sell(..) => Some(leaf(op, region, stats)),
     }
 }
 
 /// Work of a lock-step part: every group of [`GROUP`] lanes (rows, empty ones included) runs as
 /// long as its longest row; the expected maximum is taken over `n_lanes` iid draws.
 fn lock_step(hist: &Histogram, n_lanes: f64) -> f64 {
+    lock_step_by(hist, n_lanes, f64::from(GROUP))
+}
+
+/// [`lock_step`] with groups of `group` lanes.
+fn lock_step_by(hist: &Histogram, n_lanes: f64, group: f64) -> f64 {
     if n_lanes <= 0.0 {
         return 0.0;
     }
-    let group = n_lanes.min(f64::from(GROUP));
+    let group = n_lanes.min(group.max(1.0));
     let empty = (n_lanes - hist.values().sum::<usize>() as f64).max(0.0);
     let mut below = empty / n_lanes;
     let mut expected_max = 0.0;
@@ -256,6 +267,27 @@ fn leaf(op: Op, region: &Region, stats: &MatrixStats) -> (Cost, Region) {
             };
             (cost, empty)
         }
+        Op::Sell(lanes, sigma) => {
+            // Unsorted groups run as long as the longest of `lanes` iid rows; rows sorted
+            // within windows of more than `lanes` rows are taken as sorted throughout (groups
+            // of equal lengths but at the windows' edges).
+            let lanes_f = f64::from(lanes.max(1));
+            let steps = if sigma > lanes {
+                sorted_group_steps(&region.hist, lanes.max(1) as usize)
+            } else {
+                lock_step_by(&region.hist, rows, lanes_f) / lanes_f
+            };
+            let groups = (rows / lanes_f).ceil();
+            let slots = steps * lanes_f;
+            let cost = Cost {
+                bytes: entry * slots
+                    + INDEX_BYTES * (groups + 1.0)
+                    + INDEX_BYTES * groups * lanes_f,
+                padding: (slots - nnz).max(0.0),
+                work: slots + ROW_BOUNDS * groups + rows,
+            };
+            (cost, empty)
+        }
         Op::Bsr(block) => {
             let (n_blocks, claimed) = blocks(region, stats, block);
             let area = f64::from(block) * f64::from(block);
@@ -272,6 +304,21 @@ fn leaf(op: Op, region: &Region, stats: &MatrixStats) -> (Cost, Region) {
         }
         Op::Bucket(..) | Op::ColPart(..) | Op::Sum => unreachable!("{op:?} is not a leaf"),
     }
+}
+
+/// The steps of groups of `lanes` rows taken in order of decreasing length: each group as long
+/// as its first row.
+fn sorted_group_steps(hist: &Histogram, lanes: usize) -> f64 {
+    let mut steps = 0.0;
+    let mut filled = 0usize;
+    for (len, count) in hist.iter().rev() {
+        // Groups starting among these rows (the first row of a group is its longest).
+        let start = filled.div_ceil(lanes);
+        filled = filled.saturating_add(*count);
+        let end = filled.div_ceil(lanes);
+        steps += (end.saturating_sub(start)) as f64 * *len as f64;
+    }
+    steps
 }
 
 /// Estimated (non-empty blocks, entries inside full blocks) of `region` for block size `block`.

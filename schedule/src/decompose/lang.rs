@@ -13,6 +13,9 @@ use super::error::DecomposeError;
 /// The deepest nesting a decomposition may have; deeper input is rejected before parsing.
 pub const MAX_DEPTH: usize = 128;
 
+/// The most lanes (rows per group) of a `sell` part.
+pub const MAX_SELL_LANES: u32 = 64;
+
 mod def {
     #![allow(missing_docs)]
     use egg::Id;
@@ -24,6 +27,9 @@ mod def {
         /// `(bsr b)`: the entries inside the full `b`×`b` blocks, with explicit zeros.
         /// `(padded t)`: every entry, as CSR with each row padded to a multiple of `t`.
         /// `(split_rows w)`: every entry, each row cut into chunks of `w` (last one padded).
+        /// `(sell c s)`: every entry, as sliced ELL (SELL-C-σ): rows in groups of `c`, sorted
+        /// by length within windows of `s` rows, each group padded to its longest row and
+        /// stored column by column, so that the `c` rows of a group run as vector lanes.
         /// `(bucket lo hi f)`: `f` on the rows whose length (in the context) is in `[lo, hi)`.
         /// `(colpart k p f)`: `f` on the entries whose column lies in part `p` of `k`.
         /// `(+ a b)`: `a`, then `b` on what `a` left.
@@ -34,6 +40,7 @@ mod def {
             "bsr" = Bsr(Id),
             "padded" = Padded(Id),
             "split_rows" = SplitRows(Id),
+            "sell" = Sell([Id; 2]),
             "bucket" = Bucket([Id; 3]),
             "colpart" = ColPart([Id; 3]),
             "+" = Sum([Id; 2]),
@@ -71,6 +78,16 @@ pub enum Layout {
         /// Slots per chunk.
         width: u32,
     },
+    /// Every entry, as sliced ELL (SELL-C-σ, Kreutzer et al. 2014): the context's rows, sorted
+    /// by decreasing length within consecutive windows of `sigma` rows, are cut into groups of
+    /// `lanes`; a group holds as many steps as its longest row, each step one slot per lane
+    /// (step `q` of lane `l` is entry `q` of the group's `l`-th row, padding past its end).
+    Sell {
+        /// Rows per group (vector lanes).
+        lanes: u32,
+        /// Rows per sorting window (1: rows keep their order).
+        sigma: u32,
+    },
     /// `inner` on the rows whose length in the context lies in `[lo, hi)`.
     Bucket {
         /// Smallest row length (inclusive).
@@ -103,6 +120,10 @@ impl Layout {
             Layout::Bsr { block } => num_node(expr, *block, Format::Bsr),
             Layout::Padded { tile } => num_node(expr, *tile, Format::Padded),
             Layout::SplitRows { width } => num_node(expr, *width, Format::SplitRows),
+            Layout::Sell { lanes, sigma } => {
+                let ids = [expr.add(Format::Num(*lanes)), expr.add(Format::Num(*sigma))];
+                expr.add(Format::Sell(ids))
+            }
             Layout::Bucket { lo, hi, inner } => {
                 let ids = [
                     expr.add(Format::Num(*lo)),
@@ -137,6 +158,7 @@ impl Layout {
             Layout::Csr | Layout::Remainder => 1,
             Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Padded { .. } => 2,
             Layout::SplitRows { .. } => 2,
+            Layout::Sell { .. } => 3,
             Layout::Bucket { inner, .. } | Layout::ColPart { inner, .. } => 3 + inner.size(),
             Layout::Sum(a, b) => 1 + a.size() + b.size(),
         }
@@ -168,6 +190,10 @@ fn read(expr: &RecExpr<Format>, id: Id, depth: usize) -> Result<Layout, Decompos
         Format::Bsr(b) => Layout::Bsr { block: num(*b)? },
         Format::Padded(t) => Layout::Padded { tile: num(*t)? },
         Format::SplitRows(w) => Layout::SplitRows { width: num(*w)? },
+        Format::Sell([c, s]) => Layout::Sell {
+            lanes: num(*c)?,
+            sigma: num(*s)?,
+        },
         Format::Bucket([lo, hi, f]) => Layout::Bucket {
             lo: num(*lo)?,
             hi: num(*hi)?,
@@ -296,6 +322,11 @@ fn check(layout: &Layout, depth: usize) -> Result<(), DecomposeError> {
         Layout::Bsr { block: 0 } => Err(bad("bsr", "block", 0, "at least 1")),
         Layout::Padded { tile: 0 } => Err(bad("padded", "tile", 0, "at least 1")),
         Layout::SplitRows { width: 0 } => Err(bad("split_rows", "width", 0, "at least 1")),
+        Layout::Sell { lanes, .. } if !(1..=MAX_SELL_LANES).contains(lanes) => {
+            Err(bad("sell", "lanes", *lanes, "from 1 to 64"))
+        }
+        Layout::Sell { sigma: 0, .. } => Err(bad("sell", "sigma", 0, "at least 1")),
+        Layout::Sell { .. } => Ok(()),
         Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Padded { .. } => Ok(()),
         Layout::SplitRows { .. } => Ok(()),
         Layout::Bucket { lo, hi, inner } => {
@@ -331,9 +362,11 @@ enum Cover {
 
 fn cover(layout: &Layout) -> Cover {
     match layout {
-        Layout::Csr | Layout::Remainder | Layout::Padded { .. } | Layout::SplitRows { .. } => {
-            Cover::All
-        }
+        Layout::Csr
+        | Layout::Remainder
+        | Layout::Padded { .. }
+        | Layout::SplitRows { .. }
+        | Layout::Sell { .. } => Cover::All,
         Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Bucket { .. } => Cover::Nothing,
         Layout::ColPart { parts, part, inner } => match cover(inner) {
             Cover::All => normalize(*parts, BTreeSet::from([*part])),

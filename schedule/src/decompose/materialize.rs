@@ -9,7 +9,7 @@
 use super::error::DecomposeError;
 use super::lang::{Decomposition, Layout};
 use super::matrix::CsrMatrix;
-use super::parts::{BsrStorage, EllStorage, Filter, PaddedStorage, Part, Storage};
+use super::parts::{BsrStorage, EllStorage, Filter, PaddedStorage, Part, SellStorage, Storage};
 use super::stats::part_width;
 
 /// The most slots (entries plus padding) one part may hold.
@@ -149,6 +149,11 @@ fn walk(
         Layout::Padded { tile } => {
             let (s, sources) = padded(csr, copy, &context, *tile as usize)?;
             push((Storage::Padded(s), sources));
+            Ok(Vec::new())
+        }
+        Layout::Sell { lanes, sigma } => {
+            let (s, sources) = sell(csr, copy, &context, *lanes as usize, *sigma as usize)?;
+            push((Storage::Sell(s), sources));
             Ok(Vec::new())
         }
         Layout::Bsr { block } => {
@@ -331,6 +336,65 @@ fn padded(
             }
             storage.mask[start + j] = true;
             sources[start + j] = source(k);
+        }
+    }
+    Ok((storage, sources))
+}
+
+/// SELL-C-σ of the context's rows (see [`Layout::Sell`]): sorted by decreasing length (stable)
+/// within windows of `sigma` rows, then cut into groups of `lanes`.
+fn sell(
+    csr: &CsrMatrix,
+    copy: bool,
+    context: &Context,
+    lanes: usize,
+    sigma: usize,
+) -> Result<(SellStorage, Vec<i64>), DecomposeError> {
+    let mut order: Vec<&(usize, Vec<usize>)> = context.iter().collect();
+    for window in order.chunks_mut(sigma.max(1)) {
+        window.sort_by_key(|(_, p)| std::cmp::Reverse(p.len()));
+    }
+    let lanes = lanes.max(1);
+    let groups: Vec<&[&(usize, Vec<usize>)]> = order.chunks(lanes).collect();
+    let mut steps = Vec::with_capacity(groups.len() + 1);
+    steps.push(0usize);
+    for g in &groups {
+        let width = g.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
+        let next = steps[steps.len() - 1].saturating_add(width);
+        steps.push(next);
+    }
+    let total = steps[groups.len()];
+    let slots = total
+        .checked_mul(lanes)
+        .filter(|s| *s <= MAX_PART_SLOTS)
+        .ok_or_else(|| too_large("sell", total.saturating_mul(lanes)))?;
+    let mut storage = SellStorage {
+        lanes,
+        sigma,
+        rows: Vec::with_capacity(groups.len() * lanes),
+        steps,
+        indices: vec![0; slots],
+        values: vec![0.0; slots],
+        mask: vec![false; slots],
+    };
+    let mut sources = vec![-1; slots];
+    for (g, group) in groups.iter().enumerate() {
+        let first = group.first().map_or(0, |(r, _)| *r);
+        for l in 0..lanes {
+            let Some((row, positions)) = group.get(l) else {
+                storage.rows.push(first);
+                continue;
+            };
+            storage.rows.push(*row);
+            for (q, &k) in positions.iter().enumerate() {
+                let slot = (storage.steps[g] + q) * lanes + l;
+                storage.indices[slot] = csr.indices[k];
+                if copy {
+                    storage.values[slot] = csr.values[k];
+                }
+                storage.mask[slot] = true;
+                sources[slot] = source(k);
+            }
         }
     }
     Ok((storage, sources))

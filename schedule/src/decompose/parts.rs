@@ -75,6 +75,45 @@ pub struct PaddedStorage {
     pub mask: Vec<bool>,
 }
 
+/// Sliced ELL storage (SELL-C-σ): groups of `lanes` rows; group `g` holds the steps
+/// `steps[g]..steps[g + 1]`, and slot `l` of step `q` (at `q * lanes + l`) is the next entry of
+/// the group's `l`-th row, `rows[g * lanes + l]`. Padding slots (past a row's end, and every slot
+/// of a lane beyond the part's last row, whose row repeats the group's first) have
+/// `mask == false`, column 0 and value 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SellStorage {
+    /// Rows per group.
+    pub lanes: usize,
+    /// Rows per sorting window.
+    pub sigma: usize,
+    /// Matrix row of each lane of each group, `groups * lanes` entries.
+    pub rows: Vec<usize>,
+    /// Step positions per group, `groups + 1` entries.
+    pub steps: Vec<usize>,
+    /// Column of each slot.
+    pub indices: Vec<usize>,
+    /// Value of each slot.
+    pub values: Vec<f64>,
+    /// Whether each slot holds an entry.
+    pub mask: Vec<bool>,
+}
+
+impl SellStorage {
+    /// Number of groups.
+    pub fn groups(&self) -> usize {
+        self.steps.len().saturating_sub(1)
+    }
+
+    /// The longest group, in steps.
+    pub fn max_steps(&self) -> usize {
+        self.steps
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// The arrays of one part.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Storage {
@@ -88,6 +127,8 @@ pub enum Storage {
     Bsr(BsrStorage),
     /// `padded`.
     Padded(PaddedStorage),
+    /// `sell`.
+    Sell(SellStorage),
 }
 
 /// One part of a materialized decomposition.
@@ -144,6 +185,24 @@ impl Part {
                     }
                 }
             }
+            Storage::Sell(s) => {
+                for (g, w) in s.steps.windows(2).enumerate() {
+                    for q in w[0]..w[1].max(w[0]) {
+                        for l in 0..s.lanes {
+                            let slot = q.saturating_mul(s.lanes).saturating_add(l);
+                            let row = s.rows.get(g.saturating_mul(s.lanes).saturating_add(l));
+                            if let (Some(row), Some(c), Some(v), Some(true)) = (
+                                row,
+                                s.indices.get(slot),
+                                s.values.get(slot),
+                                s.mask.get(slot),
+                            ) {
+                                out.push((*row, *c, *v));
+                            }
+                        }
+                    }
+                }
+            }
             Storage::Bsr(b) => {
                 let area = b.block.saturating_mul(b.block);
                 for (block_row, w) in b.indptr.windows(2).enumerate() {
@@ -191,6 +250,13 @@ impl Part {
                 .map(|(r, _)| r)
                 .collect(),
             Storage::Ell(e) | Storage::SplitRows(e) => e.rows.clone(),
+            // A lane beyond the part's rows repeats its group's first row, adding zero.
+            Storage::Sell(s) => {
+                let mut rows = s.rows.clone();
+                rows.sort_unstable();
+                rows.dedup();
+                rows
+            }
             Storage::Bsr(b) => b
                 .indptr
                 .windows(2)

@@ -32,6 +32,15 @@ pub enum PartKind {
     /// CSR with rows padded to a multiple of a tile (padding holds value 0; its coordinates
     /// repeat, so the axis is unsorted).
     Padded,
+    /// Sliced ELL (`sell`): groups of `lanes` rows, each a ragged run of steps of `lanes` slots
+    /// (column-major), with a row id per lane and a column per slot of type `cols` (the
+    /// decomposed column axis's index type).
+    Sell {
+        /// Rows per group.
+        lanes: usize,
+        /// The index type of the column buffer.
+        cols: IndexType,
+    },
 }
 
 /// A decomposition applied to a buffer: what the conversion must build at run time.
@@ -69,7 +78,7 @@ pub fn part_name(b: &str, t: usize) -> String {
     format!("{b}.p{t}")
 }
 
-fn kinds_of(d: &Decomposition) -> Result<Vec<PartKind>, Condition> {
+fn kinds_of(d: &Decomposition, cols: IndexType) -> Result<Vec<PartKind>, Condition> {
     let empty = CsrMatrix::new(0, 0, vec![0], vec![], vec![])
         .map_err(|e| Condition::Invalid(e.to_string()))?;
     let parts = materialize(&empty, d).map_err(|e| Condition::Invalid(e.to_string()))?;
@@ -80,6 +89,10 @@ fn kinds_of(d: &Decomposition) -> Result<Vec<PartKind>, Condition> {
             Storage::Bsr(b) => Ok(PartKind::Bsr(b.block)),
             Storage::Csr(_) => Ok(PartKind::Csr),
             Storage::Padded(_) => Ok(PartKind::Padded),
+            Storage::Sell(s) => Ok(PartKind::Sell {
+                lanes: s.lanes,
+                cols,
+            }),
         })
         .collect()
 }
@@ -127,7 +140,8 @@ pub fn decompose_format(
         .axis(&aj)
         .map(|a| a.kind.coord_extent().clone())
         .unwrap_or(Size::Const(0));
-    let kinds = kinds_of(&d)?;
+    let col_type = p.axis(&aj).map_or(IndexType::I64, |a| a.idtype);
+    let kinds = kinds_of(&d, col_type)?;
     // Axes and buffers of the parts.
     for (t, kind) in kinds.iter().enumerate() {
         let pn = part_name(buffer, t);
@@ -230,6 +244,49 @@ pub fn decompose_format(
                     DType::F64,
                 );
                 (vec![bi, bj, ii, jj], vec![vals])
+            }
+            PartKind::Sell { lanes, cols } => {
+                p.params.extend([
+                    format!("{pn}.groups"),
+                    format!("{pn}.w"),
+                    format!("{pn}.steps"),
+                ]);
+                let g = i64_axis(
+                    format!("{pn}.g"),
+                    AxisKind::DenseFixed {
+                        n: Size::Param(format!("{pn}.groups")),
+                    },
+                    true,
+                );
+                let q = i64_axis(
+                    format!("{pn}.q"),
+                    AxisKind::DenseVariable {
+                        parent: g.name.clone(),
+                        max_len: Size::Param(format!("{pn}.w")),
+                        nnz: Size::Param(format!("{pn}.steps")),
+                    },
+                    true,
+                );
+                let l = i64_axis(
+                    format!("{pn}.l"),
+                    AxisKind::DenseFixed {
+                        n: Size::Const(*lanes as u64),
+                    },
+                    true,
+                );
+                let row = input_buffer(
+                    format!("{pn}.row"),
+                    vec![g.name.clone(), l.name.clone()],
+                    DType::I64,
+                );
+                let slot_axes = vec![g.name.clone(), q.name.clone(), l.name.clone()];
+                let col_dtype = match cols {
+                    IndexType::I32 => DType::I32,
+                    IndexType::I64 => DType::I64,
+                };
+                let col = input_buffer(format!("{pn}.col"), slot_axes.clone(), col_dtype);
+                let vals = input_buffer(pn.clone(), slot_axes, DType::F64);
+                (vec![g, q, l], vec![row, col, vals])
             }
         };
         p.axes.extend(axes);
@@ -385,6 +442,27 @@ fn rewrite(
                         vec![kinds_s[pi], kinds_s[pj], kinds_s[pi], kinds_s[pj]],
                         comb(var(&format!("{vi}b")), var(&vi)),
                         comb(var(&format!("{vj}b")), var(&vj)),
+                    )
+                }
+                PartKind::Sell { .. } => {
+                    let (g, l) = (var(&format!("{vi}g")), var(&vi));
+                    let slot = vec![
+                        Expr::Var(g.clone()),
+                        Expr::Var(var(&vj)),
+                        Expr::Var(l.clone()),
+                    ];
+                    (
+                        vec![format!("{pn}.g"), format!("{pn}.q"), format!("{pn}.l")],
+                        vec![g.clone(), var(&vj), l.clone()],
+                        vec![kinds_s[pi], kinds_s[pj], kinds_s[pi]],
+                        Expr::Load {
+                            buffer: format!("{pn}.row"),
+                            indices: vec![Expr::Var(g), Expr::Var(l)],
+                        },
+                        Expr::Load {
+                            buffer: format!("{pn}.col"),
+                            indices: slot,
+                        },
                     )
                 }
             };
@@ -560,6 +638,36 @@ fn bind_parts(
                 );
                 b.buffers.insert(pn, ArrayData::F64(s.values));
             }
+            Storage::Sell(s) => {
+                b.params.insert(format!("{pn}.groups"), s.groups() as i64);
+                b.params.insert(format!("{pn}.w"), s.max_steps() as i64);
+                b.params.insert(
+                    format!("{pn}.steps"),
+                    s.steps.last().copied().unwrap_or(0) as i64,
+                );
+                b.axes.insert(
+                    format!("{pn}.q"),
+                    AxisData {
+                        indptr: Some(i64s(&s.steps)),
+                        indices: None,
+                    },
+                );
+                let cols = match conv.parts.get(t) {
+                    Some(PartKind::Sell {
+                        cols: IndexType::I32,
+                        ..
+                    }) => ArrayData::I32(
+                        s.indices
+                            .iter()
+                            .map(|&c| i32::try_from(c).unwrap_or(i32::MAX))
+                            .collect(),
+                    ),
+                    _ => i64s(&s.indices),
+                };
+                b.buffers.insert(format!("{pn}.col"), cols);
+                b.buffers.insert(format!("{pn}.row"), i64s(&s.rows));
+                b.buffers.insert(pn, ArrayData::F64(s.values));
+            }
             Storage::Padded(s) => {
                 b.params.insert(format!("{pn}.nnz"), s.indices.len() as i64);
                 b.axes.insert(
@@ -656,7 +764,7 @@ fn decompose_relations(
     let (orig, n_rows, n_cols) = csf.ok_or_else(|| Condition::BadArgument {
         what: format!("per_relation: `{buffer}` must be an f64 input stored relation-CSF (a dense_fixed relation axis, its sparse_variable rows, their sparse_variable columns)"),
     })?;
-    let kinds = kinds_of(&d)?;
+    let kinds = kinds_of(&d, IndexType::I64)?;
     let rel = orig[0].clone();
     for (t, kind) in kinds.iter().enumerate() {
         let pn = part_name(buffer, t);
@@ -725,7 +833,7 @@ fn decompose_relations(
                 ));
                 p.axes.extend([ri, sl]);
             }
-            PartKind::Bsr(_) | PartKind::Padded => {
+            PartKind::Bsr(_) | PartKind::Padded | PartKind::Sell { .. } => {
                 return Err(Condition::BadArgument {
                     what: format!("per_relation: part {t} is {kind:?}; relation-level parts are ELL (ell, split_rows, in buckets) or a CSR remainder"),
                 })

@@ -33,6 +33,14 @@ fn slots(pn: &str, kind: PartKind) -> Expr {
     let param = |s: &str| Box::new(Expr::Param(format!("{pn}.{s}")));
     match kind {
         PartKind::Ell => Expr::Binary(BinOp::Mul, param("rows"), param("w")),
+        PartKind::Sell { lanes, .. } => Expr::Binary(
+            BinOp::Mul,
+            param("steps"),
+            Box::new(Expr::Int(
+                i64::try_from(lanes).unwrap_or(i64::MAX),
+                DType::I64,
+            )),
+        ),
         PartKind::Csr | PartKind::Padded => Expr::Param(format!("{pn}.nnz")),
         PartKind::Bsr(b) => Expr::Binary(
             BinOp::Mul,
@@ -51,6 +59,7 @@ fn slot_params(pn: &str, kind: PartKind) -> Vec<String> {
         PartKind::Ell => &["rows", "w"],
         PartKind::Csr | PartKind::Padded => &["nnz"],
         PartKind::Bsr(_) => &["nnzb"],
+        PartKind::Sell { .. } => &["steps"],
     };
     names.iter().map(|s| format!("{pn}.{s}")).collect()
 }
