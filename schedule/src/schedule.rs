@@ -327,6 +327,13 @@ impl Schedule {
                         Err(_) if is_hfused(r#loop) => self
                             .check_hfused(&body, r#loop)
                             .and_then(|_| loop_kind::mark(body, r#loop, ForKind::Parallel)),
+                        // A loop over rows of exclusive parts (e.g. a sliced ELL part's groups).
+                        Err(e @ Condition::CarriedDependence { .. }) => {
+                            match self.check_rows(&body, r#loop) {
+                                Ok(()) => loop_kind::mark(body, r#loop, ForKind::Parallel),
+                                Err(_) => Err(e),
+                            }
+                        }
                         other => other,
                     }
                 }

@@ -143,7 +143,7 @@ impl RowFacts {
                 }
                 let part = part_name(&c.buffer, t);
                 match kind {
-                    PartKind::Ell => {
+                    PartKind::Ell | PartKind::Sell { .. } => {
                         facts
                             .row_arrays
                             .insert(format!("{part}.row"), c.buffer.clone());
@@ -169,9 +169,15 @@ fn flags(l: &Layout, out: &mut Vec<bool>) -> bool {
                 out.push(u64::from(width) + 1 >= u64::from(*hi));
                 true
             }
+            // Whole rows, each in one group (a lane past the last row repeats its group's
+            // first row: the same group).
+            Layout::Sell { .. } => {
+                out.push(true);
+                true
+            }
             _ => false,
         },
-        Layout::Csr | Layout::Remainder => {
+        Layout::Csr | Layout::Remainder | Layout::Sell { .. } => {
             out.push(true);
             true
         }
@@ -257,8 +263,10 @@ fn check_part(
     let mut atomic = Vec::new();
     crate::loops::atomic_buffers(stmts, &mut atomic);
     let written: BTreeSet<&String> = acc.iter().filter(|a| a.2).map(|a| &a.0).collect();
+    let private = allocated(stmts);
     for buffer in written {
-        if atomic.contains(buffer) {
+        // Scratch allocated inside the iteration is its own.
+        if atomic.contains(buffer) || private.contains(buffer) {
             continue;
         }
         let lists: Vec<&Vec<Expr>> = acc
@@ -302,6 +310,20 @@ fn check_part(
     Ok(())
 }
 
+/// The scratch buffers `stmts` allocate (at any depth).
+fn allocated(stmts: &[Stmt]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for s in stmts {
+        if let Stmt::Alloc { buffer, .. } = s {
+            out.insert(buffer.clone());
+        }
+        for b in s.bodies() {
+            out.extend(allocated(b));
+        }
+    }
+    out
+}
+
 fn not_fused(name: &str) -> Condition {
     Condition::BadArgument {
         what: format!("loop `{name}` is not a dispatch loop made by horizontal_fuse"),
@@ -332,7 +354,8 @@ fn row_of(e: &Expr, v: &str, stmts: &[Stmt], facts: &RowFacts) -> Option<String>
         other => other,
     };
     // The row-id array at `v`, or at a variable that takes a distinct value in each iteration
-    // of `v` (e.g. `let i = i.0 * 4 + i.1` under `for i.1`).
+    // of `v` (e.g. `let i = i.0 * 4 + i.1` under `for i.1`); a sliced ELL part's rows
+    // `A.pK.row[g, l]` at the group `g = v` (groups hold disjoint rows).
     match load {
         Expr::Load { buffer, indices } => match indices.as_slice() {
             [Expr::Var(w)]
@@ -340,6 +363,7 @@ fn row_of(e: &Expr, v: &str, stmts: &[Stmt], facts: &RowFacts) -> Option<String>
             {
                 facts.row_arrays.get(buffer).cloned()
             }
+            [Expr::Var(g), _] if g == v => facts.row_arrays.get(buffer).cloned(),
             _ => None,
         },
         _ => None,
