@@ -795,6 +795,9 @@ pub struct DataStats {
     /// Whether the host's hardware prefetchers cover gathered dense rows, so that SpMM's
     /// software prefetch of `B` only costs ([`lacuna_target::host_prefetches_rows`]).
     pub hw_prefetches_rows: bool,
+    /// Whether the host gathers scattered vector lanes cheaply enough for sparse rows to run
+    /// across lanes ([`lacuna_target::host_gathers_rows`]; see [`SPMV_SELL_MAX_ROW`]).
+    pub gathers_rows: bool,
 }
 
 /// The share, in thousandths, of the rows of the 2-D tensor `a` (after the first) whose number
@@ -891,6 +894,7 @@ impl DataStats {
             vector_masks: lacuna_target::host_has_vector_masks(),
             masks_long_rows: lacuna_target::host_masks_long_rows(),
             hw_prefetches_rows: lacuna_target::host_prefetches_rows(),
+            gathers_rows: lacuna_target::host_gathers_rows(),
             ..DataStats::default()
         }
     }
@@ -1180,6 +1184,18 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             });
         }
     }
+    if p.name == "spmv" && sliced_rows(data) {
+        trace.extend(spmv_sell_trace(nnz >= PARALLEL_MIN_NNZ));
+        let file = ScheduleFile {
+            version: 1,
+            kernel: p.name.clone(),
+            trace,
+        };
+        if Schedule::replay(p, &file.trace).is_ok() {
+            return Some(file);
+        }
+        trace = Vec::new();
+    }
     if p.name == "spmv" {
         // Long rows, or rows gathering from L1, lose with masked lanes on some hosts.
         let unmasked = !data.masks_long_rows
@@ -1242,6 +1258,71 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             .flatten();
     }
     Some(file)
+}
+
+/// Whether SpMV's built-in schedule runs `A` as sliced ELL ([`SPMV_SELL`]): on hosts that
+/// gather rows across lanes cheaply ([`DataStats::gathers_rows`]), for short rows
+/// ([`SPMV_SELL_MAX_ROW`]) whose lengths change often ([`SPMV_SELL_MIN_ROW_CHANGES`]).
+pub fn sliced_rows(data: &DataStats) -> bool {
+    data.gathers_rows
+        && data.rows > 0
+        && data.mean_row() < SPMV_SELL_MAX_ROW
+        && data.row_changes_permille >= SPMV_SELL_MIN_ROW_CHANGES
+}
+
+/// The decomposition of SpMV's sliced ELL schedule: SELL-8-1024, groups of 8 rows (one per f64
+/// lane of an AVX-512 register) sorted by length within windows of 1024 rows. `lacuna bench`,
+/// one thread, min of 200, ms, against the row-by-row built-in schedule (session 14, znver5):
+/// σ = 32 / 128 / 1024 / 8192: de2010 0.074 / 0.065 / 0.058 / 0.058 (built-in 0.096), ct2010
+/// 0.21 / 0.18 / 0.17–0.18 / 0.18 (0.29), vt2010 0.099 / 0.083 / 0.076 / 0.076 (0.128); 4
+/// lanes at σ = 1024 within 3% of 8, 16 lanes slower (de2010 0.078 at σ = 64).
+pub const SPMV_SELL: &str = "(sell 8 1024)";
+
+/// Mean stored entries per row below which SpMV's built-in schedule may run rows across vector
+/// lanes (see [`sliced_rows`]). `lacuna bench`, one and two threads, `(sell 8 1024)` / the
+/// row-by-row schedule (session 14, znver5): faster on cit-HepPh (12 per row) 0.58 / 0.83,
+/// email-Enron (10) 0.72 / 0.93, soc-Slashdot0902 (12) 0.65 / 0.86, ct2010, de2010 and vt2010
+/// (5) 0.57–0.63; slower on cage10 and cage11 (13–14, lengths changing in 22–25% of rows)
+/// 1.21–1.31, wing (4, all equal) 1.36–1.41, and from 32 per row up (citeseer_features,
+/// ego-Facebook, EX5, bcsstk16) 1.23–1.48.
+pub const SPMV_SELL_MAX_ROW: f64 = 16.0;
+
+/// Thousandths of rows whose length differs from the previous row's ([`row_length_changes`])
+/// from which SpMV runs short rows across vector lanes: 660–940 on the graphs and road networks
+/// that win, 0–250 on the meshes that lose (see [`SPMV_SELL_MAX_ROW`]).
+pub const SPMV_SELL_MIN_ROW_CHANGES: usize = 500;
+
+/// SpMV's sliced ELL schedule: `A` decomposed as [`SPMV_SELL`], each group's 8 partial sums in
+/// a local cache (one vector register) added to `y` after the group, the lanes vectorized 8
+/// wide; groups in parallel when `parallel`.
+pub fn spmv_sell_trace(parallel: bool) -> Vec<lacuna_schedule::Instruction> {
+    use lacuna_schedule::Instruction as I;
+    let mut trace = vec![
+        I::DecomposeFormat {
+            buffer: "A".into(),
+            into: SPMV_SELL.into(),
+        },
+        I::ReverseCacheWrite {
+            block: "spmv_p0".into(),
+            buffer: "y".into(),
+            scope: "local".into(),
+            at: Some("spmv_p0:ig.p0".into()),
+        },
+        I::Vectorize {
+            r#loop: "spmv_p0:i.p0".into(),
+        },
+        I::Annotate {
+            r#loop: "spmv_p0:i.p0".into(),
+            key: "lanes".into(),
+            value: 8,
+        },
+    ];
+    if parallel {
+        trace.push(I::Parallel {
+            r#loop: "spmv_p0:ig.p0".into(),
+        });
+    }
+    trace
 }
 
 /// The schedule running the outermost loop of `p`'s first sparse iteration in parallel, when

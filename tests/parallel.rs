@@ -3,9 +3,9 @@
 //! interpreter's results bit for bit (rows are independent and summed in order), and the
 //! runtime balances rows by stored entries when the body walks a row-pointer array.
 
-use lacuna::driver::{load_kernel, load_schedule, reset_outputs, Executable, Target};
+use lacuna::driver::{load_kernel, load_schedule, Executable, Target};
 use lacuna::ir::{ArrayData, CooTensor, DenseArray};
-use lacuna::stage1::{bind, unpack, Input, Output, Program, Role};
+use lacuna::stage1::{Input, Output, Program, Role};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -75,17 +75,22 @@ fn dense(shape: Vec<usize>, seed: usize) -> Input {
 }
 
 fn run(p: &Program, s: &str, inputs: &BTreeMap<String, Input>, target: Target) -> Output {
-    let (scheduled, exe) =
-        Executable::build_with(p, Some(&schedule(s)), target).expect("schedule applies");
-    let mut b = bind(&scheduled, inputs, &BTreeMap::new()).expect("binds");
-    reset_outputs(&scheduled, &mut b);
-    exe.run(&scheduled, &mut b).expect("runs");
-    let o = scheduled
+    let o = p
         .buffers
         .iter()
         .find(|x| x.role == Role::Output)
         .expect("an output");
-    unpack(&scheduled, &b, &o.name).expect("unpacks")
+    // Converts decomposed inputs (`sell`) as `lacuna run` does.
+    let mut report = lacuna::driver::run_kernel_scheduled(
+        p,
+        Some(&schedule(s)),
+        inputs,
+        &BTreeMap::new(),
+        target,
+        1,
+    )
+    .expect("schedule applies and runs");
+    report.outputs.remove(&o.name).expect("the output")
 }
 
 fn values(o: &Output) -> Vec<f64> {
@@ -104,6 +109,8 @@ proptest! {
         let a = Input::Coo(coo(m, n, &e));
         let cases = [
             ("spmv", "spmv_parallel", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
+            // Sliced ELL: groups of 8 rows as vector lanes, groups in parallel.
+            ("spmv", "spmv_sell", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
             // Prefetches 64 entries ahead across rows: clamped at each chunk's last entry.
             ("spmv", "spmv_prefetch", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
             ("spmm", "spmm_split_k", BTreeMap::from([("A".to_string(), a.clone()), ("B".to_string(), dense(vec![n, k], 2))])),
@@ -629,6 +636,7 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
             &p,
             &DataStats {
                 vector_masks: masks,
+                gathers_rows: false,
                 ..stats
             },
         )
@@ -653,6 +661,131 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
                     "masks {masks}, {threads} threads: {x} vs {y}"
                 );
             }
+        }
+    }
+}
+
+/// On hosts that gather rows across lanes, SpMV's built-in schedule stores short rows of
+/// changing lengths as sliced ELL; elsewhere, and for long or uniform rows, it keeps CSR. The
+/// sliced schedule gives the interpreters' results (to rounding: lanes reassociate nothing, but
+/// products and sums may fuse) at 1 to 4 threads, on skewed rows (one long row, empty rows).
+#[test]
+fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
+    use lacuna::driver::{
+        builtin_schedule, run_kernel, run_kernel_scheduled, sliced_rows, DataStats,
+        SPMV_SELL_MAX_ROW as R, SPMV_SELL_MIN_ROW_CHANGES as C,
+    };
+    let p = example("spmv");
+    let sell = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace.iter().any(|t| {
+            matches!(t, lacuna::schedule::Instruction::DecomposeFormat { into, .. } if into.starts_with("(sell"))
+        })
+    };
+    let parallel = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace
+            .iter()
+            .any(|t| matches!(t, lacuna::schedule::Instruction::Parallel { .. }))
+    };
+    // (entries, rows, row changes, host gathers rows, sliced)
+    let rows = |mean: f64| (1_000_000.0 / mean) as usize;
+    for (nnz, r, changes, gathers, want) in [
+        (1_000_000, rows(5.0), 800, true, true),
+        (1_000_000, rows(R - 0.5), C, true, true),
+        (1_000_000, rows(R), 1000, true, false),
+        (1_000_000, rows(5.0), C - 1, true, false),
+        (1_000_000, rows(5.0), 800, false, false),
+        (1_000_000, 0, 800, true, false),
+        (10_000, 2_000, 800, true, true),
+    ] {
+        let stats = DataStats {
+            nnz,
+            rows: r,
+            row_changes_permille: changes,
+            vector_masks: gathers,
+            gathers_rows: gathers,
+            gathered_bytes: 1 << 20,
+            ..Default::default()
+        };
+        assert_eq!(sliced_rows(&stats), want, "{stats:?}");
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(sell(&s), want, "{stats:?}: {:?}", s.trace);
+        if want {
+            // Groups in parallel from the same size as rows.
+            assert_eq!(
+                parallel(&s),
+                nnz >= lacuna::driver::PARALLEL_MIN_NNZ,
+                "{:?}",
+                s.trace
+            );
+        }
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+    // Rows of 0..=12 entries, one of 700 and a run of empty ones.
+    let (m, n) = (4000, 900);
+    let mut e = Vec::new();
+    for i in 0..m {
+        let len = match i {
+            1234 => 700,
+            2000..=2100 => 0,
+            _ => (i * 5) % 13,
+        };
+        for t in 0..len {
+            e.push((
+                i,
+                (i * 37 + t * 11) % n,
+                ((i + 2 * t) % 17) as f64 / 5.0 - 1.7,
+            ));
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    e.dedup_by_key(|x| (x.0, x.1));
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &e))),
+        ("x".to_string(), dense(vec![n], 13)),
+    ]);
+    let stats = DataStats {
+        gathers_rows: true,
+        ..DataStats::of(&inputs)
+    };
+    assert_eq!(
+        DataStats::of(&inputs).gathers_rows,
+        lacuna::target::host_gathers_rows()
+    );
+    let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+    assert!(sell(&s) && parallel(&s), "{:?}", s.trace);
+    let reference = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+    let reference = reference.outputs["y"].values().to_f64_vec();
+    for target in [Target::Interp, Target::InterpStage1] {
+        let got =
+            run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), target, 1).expect("runs");
+        assert_eq!(
+            got.outputs["y"].values().to_f64_vec(),
+            reference,
+            "{target:?}"
+        );
+    }
+    let mut first = None;
+    for threads in 1..=4 {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool");
+        let got = pool
+            .install(|| {
+                run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
+            })
+            .expect("runs");
+        let got = got.outputs["y"].values().to_f64_vec();
+        assert_eq!(got.len(), reference.len());
+        for (x, y) in got.iter().zip(&reference) {
+            assert!(
+                (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+                "{threads} threads: {x} vs {y}"
+            );
+        }
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
         }
     }
 }

@@ -41,7 +41,9 @@ mod vecload;
 pub use cuda::{cuda_available, CudaError, CudaKernel};
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::{CompiledKernel, KernelArgument, RawArray, RawBindings};
-pub use machine::{host_has_vector_masks, host_masks_long_rows, host_prefetches_rows};
+pub use machine::{
+    host_gathers_rows, host_has_vector_masks, host_masks_long_rows, host_prefetches_rows,
+};
 pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
 pub use parallel::{pool_builder, SPIN_MICROS};
 pub use vecload::with_cpu_vector_loads;

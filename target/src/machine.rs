@@ -56,6 +56,24 @@ pub fn host_prefetches_rows() -> bool {
     *ROWS.get_or_init(|| prefetches_rows(&TargetMachine::get_host_cpu_name().to_string()))
 }
 
+/// Whether the host gathers 8 f64 lanes from scattered addresses cheaply enough for sparse rows
+/// to run across vector lanes (sliced ELL, one row per lane): AVX-512 on AMD Zen 4 and 5 (LLVM's
+/// `znver4`, `znver5`), where `lacuna bench` measured SpMV on `(sell 8 1024)` 0.57–0.72 of the
+/// row-by-row schedule's time on road networks, citation and social graphs (session 14). Not
+/// measured on Intel cores, whose gathers are microcoded and slowed by the Gather Data Sampling
+/// mitigation. Read once.
+pub fn host_gathers_rows() -> bool {
+    static GATHERS: OnceLock<bool> = OnceLock::new();
+    *GATHERS.get_or_init(|| {
+        host_has_vector_masks() && gathers_rows(&TargetMachine::get_host_cpu_name().to_string())
+    })
+}
+
+/// [`host_gathers_rows`] for an LLVM CPU name (assuming AVX-512).
+fn gathers_rows(cpu: &str) -> bool {
+    cpu.starts_with("znver4") || cpu.starts_with("znver5")
+}
+
 /// [`host_prefetches_rows`] for an LLVM CPU name.
 fn prefetches_rows(cpu: &str) -> bool {
     cpu.starts_with("znver5")
@@ -181,7 +199,17 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{has_avx512f, masks_long_rows, prefetches_rows};
+    use super::{gathers_rows, has_avx512f, masks_long_rows, prefetches_rows};
+
+    /// Rows across vector lanes only on the cores where they were measured to win.
+    #[test]
+    fn zen4_and_zen5_gather_rows() {
+        assert!(gathers_rows("znver4"));
+        assert!(gathers_rows("znver5"));
+        assert!(!gathers_rows("znver3"));
+        assert!(!gathers_rows("sapphirerapids"));
+        assert!(!gathers_rows("skylake-avx512"));
+    }
 
     /// Zen 5 prefetches gathered rows itself; older and other cores are left to software.
     #[test]
