@@ -1270,9 +1270,28 @@ fn annotations_reach_the_ir_and_unannotate_restores() {
         annotate("spmv:j", "lanes", 8),
     ]);
     assert!(
-        lanes.contains("!\"llvm.loop.vectorize.width\", i32 8}"),
+        lanes.contains("!\"llvm.loop.vectorize.width\", i32 8}")
+            && !lanes.contains("llvm.loop.unroll.disable"),
         "{lanes}"
     );
+    // A counted loop given its lanes (a sliced ELL group's lanes) is kept for the vectorizer,
+    // not unrolled in full first: its partial sums become one vector register.
+    let sell: Vec<Instruction> = lacuna::driver::spmv_sell_trace(false);
+    let sliced = ir(&sell);
+    assert!(
+        sliced.contains("!\"llvm.loop.vectorize.width\", i32 8}")
+            && sliced.contains("!{!\"llvm.loop.unroll.disable\"}"),
+        "{sliced}"
+    );
+    if lacuna::target::host_has_vector_masks() {
+        let optimized =
+            lacuna::target::emit_llvm_ir(&flat_of(&sell), &Default::default()).expect("IR");
+        assert!(
+            optimized.contains("phi <8 x double>")
+                && optimized.contains("@llvm.masked.gather.v8f64"),
+            "{optimized}"
+        );
+    }
     assert!(ir(&[annotate("spmv:j", "atomic", 0)]).contains("atomicrmw fadd"));
     // Golden: the atomic annotation.
     let s = Schedule::replay(&p, &[annotate("spmv:j", "atomic", 0)]).expect("applies");
