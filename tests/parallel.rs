@@ -532,7 +532,7 @@ fn builtin_spmv_prefetches_scattered_gathers_only() {
 #[test]
 fn builtin_spmv_masks_rows_whose_lengths_change() {
     use lacuna::driver::{
-        builtin_schedule, run_kernel, run_kernel_scheduled, DataStats, SPMV_L1_GATHER_BYTES as L1,
+        builtin_schedule, run_kernel, DataStats, SPMV_L1_GATHER_BYTES as L1,
         SPMV_MASKED_MIN_ROW_CHANGES as C, SPMV_VECTOR_MIN_ROW,
     };
     let p = example("spmv");
@@ -643,25 +643,47 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
         .expect("a built-in schedule");
         assert_eq!(masked(&s), masks);
         for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .expect("pool");
-            let got = pool
-                .install(|| {
-                    run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
-                })
-                .expect("runs");
-            let got = got.outputs["y"].values().to_f64_vec();
-            assert_eq!(got.len(), want.len());
-            for (x, y) in got.iter().zip(&want) {
-                // Vector lanes reassociate each row's sum.
-                assert!(
-                    (x - y).abs() <= 1e-12 * y.abs().max(1.0),
-                    "masks {masks}, {threads} threads: {x} vs {y}"
-                );
-            }
+            // Vector lanes reassociate each row's sum.
+            let got = spmv_jit(&p, &s, &inputs, threads);
+            assert_close(&got, &want, &format!("masks {masks}, {threads} threads"));
         }
+    }
+}
+
+/// SpMV's `y` from the JIT with schedule `s` on a pool of `threads` workers.
+fn spmv_jit(
+    p: &Program,
+    s: &lacuna::schedule::ScheduleFile,
+    inputs: &BTreeMap<String, Input>,
+    threads: usize,
+) -> Vec<f64> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("pool");
+    let got = pool
+        .install(|| {
+            lacuna::driver::run_kernel_scheduled(
+                p,
+                Some(s),
+                inputs,
+                &BTreeMap::new(),
+                Target::Jit,
+                1,
+            )
+        })
+        .expect("runs");
+    got.outputs["y"].values().to_f64_vec()
+}
+
+/// Equal lengths and each value within 1e-12 relative (at least absolute) of `want`'s.
+fn assert_close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (x, y) in got.iter().zip(want) {
+        assert!(
+            (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+            "{what}: {x} vs {y}"
+        );
     }
 }
 
@@ -766,23 +788,8 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
     }
     let mut first = None;
     for threads in 1..=4 {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .expect("pool");
-        let got = pool
-            .install(|| {
-                run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
-            })
-            .expect("runs");
-        let got = got.outputs["y"].values().to_f64_vec();
-        assert_eq!(got.len(), reference.len());
-        for (x, y) in got.iter().zip(&reference) {
-            assert!(
-                (x - y).abs() <= 1e-12 * y.abs().max(1.0),
-                "{threads} threads: {x} vs {y}"
-            );
-        }
+        let got = spmv_jit(&p, &s, &inputs, threads);
+        assert_close(&got, &reference, &format!("{threads} threads"));
         match &first {
             None => first = Some(got),
             Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
