@@ -1262,9 +1262,11 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
 
 /// Whether SpMV's built-in schedule runs `A` as sliced ELL ([`SPMV_SELL`]): on hosts that
 /// gather rows across lanes cheaply ([`DataStats::gathers_rows`]), for short rows
-/// ([`SPMV_SELL_MAX_ROW`]) whose lengths change often ([`SPMV_SELL_MIN_ROW_CHANGES`]).
+/// ([`SPMV_SELL_MAX_ROW`]) whose lengths change often ([`SPMV_SELL_MIN_ROW_CHANGES`]), while
+/// `x` stays below [`SPMV_SELL_MAX_GATHER_BYTES`].
 pub fn sliced_rows(data: &DataStats) -> bool {
     data.gathers_rows
+        && data.gathered_bytes < SPMV_SELL_MAX_GATHER_BYTES
         && data.rows > 0
         && data.mean_row() < SPMV_SELL_MAX_ROW
         && data.row_changes_permille >= SPMV_SELL_MIN_ROW_CHANGES
@@ -1286,6 +1288,13 @@ pub const SPMV_SELL: &str = "(sell 8 1024)";
 /// 1.21–1.31, wing (4, all equal) 1.36–1.41, and from 32 per row up (citeseer_features,
 /// ego-Facebook, EX5, bcsstk16) 1.23–1.48.
 pub const SPMV_SELL_MAX_ROW: f64 = 16.0;
+
+/// Bytes of `x` from which SpMV keeps rows one by one with their gathers prefetched across rows
+/// ([`SPMV_VECTOR_PREFETCH_MIN_BYTES`]) instead of running them across lanes: gathers that miss
+/// every cache want the prefetch. rmat-large (28.5M entries, 13.6 per row, `x` 17 MB),
+/// `lacuna bench`, min of 10, ms, one / two threads (session 14, znver5): sliced ELL 86.3 /
+/// 36.8, masked row lanes with the prefetch 53.5 / 30.0.
+pub const SPMV_SELL_MAX_GATHER_BYTES: usize = SPMV_VECTOR_PREFETCH_MIN_BYTES;
 
 /// Thousandths of rows whose length differs from the previous row's ([`row_length_changes`])
 /// from which SpMV runs short rows across vector lanes: 660–940 on the graphs and road networks

@@ -708,16 +708,20 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
             .iter()
             .any(|t| matches!(t, lacuna::schedule::Instruction::Parallel { .. }))
     };
-    // (entries, rows, row changes, host gathers rows, sliced)
+    // (entries, rows, row changes, host gathers rows, bytes of x, sliced)
     let rows = |mean: f64| (1_000_000.0 / mean) as usize;
-    for (nnz, r, changes, gathers, want) in [
-        (1_000_000, rows(5.0), 800, true, true),
-        (1_000_000, rows(R - 0.5), C, true, true),
-        (1_000_000, rows(R), 1000, true, false),
-        (1_000_000, rows(5.0), C - 1, true, false),
-        (1_000_000, rows(5.0), 800, false, false),
-        (1_000_000, 0, 800, true, false),
-        (10_000, 2_000, 800, true, true),
+    let (x, big) = (1 << 20, lacuna::driver::SPMV_SELL_MAX_GATHER_BYTES);
+    for (nnz, r, changes, gathers, bytes, want) in [
+        (1_000_000, rows(5.0), 800, true, x, true),
+        (1_000_000, rows(R - 0.5), C, true, x, true),
+        (1_000_000, rows(R), 1000, true, x, false),
+        (1_000_000, rows(5.0), C - 1, true, x, false),
+        (1_000_000, rows(5.0), 800, false, x, false),
+        (1_000_000, 0, 800, true, x, false),
+        (10_000, 2_000, 800, true, x, true),
+        // `x` beyond the caches: rows one by one, their gathers prefetched.
+        (1_000_000, rows(5.0), 800, true, big - 1, true),
+        (1_000_000, rows(5.0), 800, true, big, false),
     ] {
         let stats = DataStats {
             nnz,
@@ -725,7 +729,7 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
             row_changes_permille: changes,
             vector_masks: gathers,
             gathers_rows: gathers,
-            gathered_bytes: 1 << 20,
+            gathered_bytes: bytes,
             ..Default::default()
         };
         assert_eq!(sliced_rows(&stats), want, "{stats:?}");
