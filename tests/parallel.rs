@@ -600,24 +600,7 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
     // Rows of 0..=12 entries, lengths changing on every row, and one long row.
-    let (m, n) = (4000, 900);
-    let mut e = Vec::new();
-    for i in 0..m {
-        let len = if i == 1234 { 700 } else { (i * 5) % 13 };
-        for t in 0..len {
-            e.push((
-                i,
-                (i * 37 + t * 11) % n,
-                ((i + 2 * t) % 17) as f64 / 5.0 - 1.7,
-            ));
-        }
-    }
-    e.sort_by_key(|x| (x.0, x.1));
-    e.dedup_by_key(|x| (x.0, x.1));
-    let inputs = BTreeMap::from([
-        ("A".to_string(), Input::Coo(coo(m, n, &e))),
-        ("x".to_string(), dense(vec![n], 13)),
-    ]);
+    let inputs = changing_rows(|i| if i == 1234 { 700 } else { (i * 5) % 13 });
     let stats = DataStats::of(&inputs);
     assert!(stats.row_changes_permille >= C, "{stats:?}");
     assert_eq!(stats.vector_masks, lacuna::target::host_has_vector_masks());
@@ -648,6 +631,28 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
             assert_close(&got, &want, &format!("masks {masks}, {threads} threads"));
         }
     }
+}
+
+/// SpMV's inputs: a 4000 × 900 `A` whose row `i` holds `len(i)` entries (fewer where columns
+/// repeat), and an `x`.
+fn changing_rows(len: impl Fn(usize) -> usize) -> BTreeMap<String, Input> {
+    let (m, n) = (4000, 900);
+    let mut e = Vec::new();
+    for i in 0..m {
+        for t in 0..len(i) {
+            e.push((
+                i,
+                (i * 37 + t * 11) % n,
+                ((i + 2 * t) % 17) as f64 / 5.0 - 1.7,
+            ));
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    e.dedup_by_key(|x| (x.0, x.1));
+    BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &e))),
+        ("x".to_string(), dense(vec![n], 13)),
+    ])
 }
 
 /// SpMV's `y` from the JIT with schedule `s` on a pool of `threads` workers.
@@ -747,28 +752,11 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
     // Rows of 0..=12 entries, one of 700 and a run of empty ones.
-    let (m, n) = (4000, 900);
-    let mut e = Vec::new();
-    for i in 0..m {
-        let len = match i {
-            1234 => 700,
-            2000..=2100 => 0,
-            _ => (i * 5) % 13,
-        };
-        for t in 0..len {
-            e.push((
-                i,
-                (i * 37 + t * 11) % n,
-                ((i + 2 * t) % 17) as f64 / 5.0 - 1.7,
-            ));
-        }
-    }
-    e.sort_by_key(|x| (x.0, x.1));
-    e.dedup_by_key(|x| (x.0, x.1));
-    let inputs = BTreeMap::from([
-        ("A".to_string(), Input::Coo(coo(m, n, &e))),
-        ("x".to_string(), dense(vec![n], 13)),
-    ]);
+    let inputs = changing_rows(|i| match i {
+        1234 => 700,
+        2000..=2100 => 0,
+        _ => (i * 5) % 13,
+    });
     let stats = DataStats {
         gathers_rows: true,
         ..DataStats::of(&inputs)
