@@ -406,3 +406,33 @@ proptest! {
         }
     }
 }
+
+/// A sliced ELL part narrows its columns to i32 when the column axis is i32: a column that does
+/// not fit is a typed error naming the entry, never a wrapped index.
+#[test]
+fn sell_columns_past_i32_are_errors() {
+    let p = kernel("spmv");
+    let s = lacuna::schedule::Schedule::replay(
+        &p,
+        &[Instruction::DecomposeFormat {
+            buffer: "A".into(),
+            into: "(sell 4 8)".into(),
+        }],
+    )
+    .expect("decomposes");
+    let conv = &s.conversions()[0];
+    let wide = 1usize << 31;
+    let csr = CsrMatrix::new(2, wide + 1, vec![0, 1, 2], vec![3, wide], vec![1.0, 2.0])
+        .expect("a valid CSR matrix");
+    let err = lacuna::schedule::convert(conv, &csr).expect_err("does not fit i32");
+    assert!(
+        matches!(
+            err,
+            lacuna::schedule::decompose::DecomposeError::ColumnOutOfRange { row: 1, col, .. } if col == wide
+        ),
+        "{err}"
+    );
+    let fits = CsrMatrix::new(2, 9, vec![0, 1, 2], vec![3, 8], vec![1.0, 2.0]).expect("valid");
+    let b = lacuna::schedule::convert(conv, &fits).expect("converts");
+    assert_eq!(b.buffers["A.p0.col"], ArrayData::I32(vec![3, 8, 0, 0]));
+}

@@ -548,7 +548,7 @@ pub fn convert(
     conv: &Conversion,
     a: &CsrMatrix,
 ) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
-    Ok(bind_parts(conv, materialize(a, &conv.decomposition)?, None))
+    bind_parts(conv, materialize(a, &conv.decomposition)?, None)
 }
 
 /// The inspector half of a conversion: like [`convert`], but every part's values are bound as
@@ -564,7 +564,7 @@ pub fn convert_structure(
     a: &CsrMatrix,
 ) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
     let inspection = crate::decompose::inspect(a, &conv.decomposition)?;
-    let mut b = bind_parts(conv, inspection.parts, Some(inspection.sources));
+    let mut b = bind_parts(conv, inspection.parts, Some(inspection.sources))?;
     b.params
         .insert(source_len_param(&conv.buffer), a.nnz() as i64);
     Ok(b)
@@ -586,7 +586,7 @@ fn bind_parts(
     conv: &Conversion,
     parts: Vec<crate::decompose::Part>,
     sources: Option<Vec<Vec<i64>>>,
-) -> lacuna_stage1::Bindings {
+) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
     use lacuna_ir::ArrayData;
     use lacuna_stage1::AxisData;
     let mut b = lacuna_stage1::Bindings::default();
@@ -652,17 +652,36 @@ fn bind_parts(
                         indices: None,
                     },
                 );
-                let cols = match conv.parts.get(t) {
+                let narrow = matches!(
+                    conv.parts.get(t),
                     Some(PartKind::Sell {
                         cols: IndexType::I32,
                         ..
-                    }) => ArrayData::I32(
-                        s.indices
-                            .iter()
-                            .map(|&c| i32::try_from(c).unwrap_or(i32::MAX))
-                            .collect(),
-                    ),
-                    _ => i64s(&s.indices),
+                    })
+                );
+                let cols = if narrow {
+                    // A column past i32 (never from an i32 column axis) is an error, not a
+                    // wrapped index.
+                    let lanes = s.lanes.max(1);
+                    let narrowed: Result<Vec<i32>, _> = s
+                        .indices
+                        .iter()
+                        .enumerate()
+                        .map(|(slot, &col)| {
+                            i32::try_from(col).map_err(|_| {
+                                let g = s.steps.partition_point(|&x| x <= slot / lanes);
+                                let lane = g.saturating_sub(1) * lanes + slot % lanes;
+                                crate::decompose::DecomposeError::ColumnOutOfRange {
+                                    row: s.rows.get(lane).copied().unwrap_or(0),
+                                    col,
+                                    n_cols: 1 << 31,
+                                }
+                            })
+                        })
+                        .collect();
+                    ArrayData::I32(narrowed?)
+                } else {
+                    i64s(&s.indices)
                 };
                 b.buffers.insert(format!("{pn}.col"), cols);
                 b.buffers.insert(format!("{pn}.row"), i64s(&s.rows));
@@ -681,7 +700,7 @@ fn bind_parts(
             }
         }
     }
-    b
+    Ok(b)
 }
 
 /// The inner term of `(per_relation TERM)`, if `into` is one.
