@@ -87,7 +87,8 @@ pub fn bind_error(e: &lacuna_stage1::BindError) -> PyErr {
         | B::Value { .. }
         | B::NegativeParam { .. }
         | B::TooLarge { .. }
-        | B::ClosedForm { .. } => BindError::new_err(msg),
+        | B::ClosedForm { .. }
+        | B::NotCoordinate { .. } => BindError::new_err(msg),
     }
 }
 

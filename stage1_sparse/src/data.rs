@@ -40,6 +40,8 @@ pub(crate) trait Structure {
     fn indptr(&self, axis: &str) -> Option<ArrayView<'_>>;
     /// The `indices` of an axis, if bound.
     fn indices(&self, axis: &str) -> Option<ArrayView<'_>>;
+    /// The values of a buffer, if bound.
+    fn values(&self, buffer: &str) -> Option<ArrayView<'_>>;
 }
 
 impl Structure for Bindings {
@@ -54,6 +56,9 @@ impl Structure for Bindings {
     }
     fn indices(&self, axis: &str) -> Option<ArrayView<'_>> {
         self.axes.get(axis)?.indices.as_ref().map(ArrayData::view)
+    }
+    fn values(&self, buffer: &str) -> Option<ArrayView<'_>> {
+        self.buffers.get(buffer).map(ArrayData::view)
     }
 }
 
@@ -228,6 +233,20 @@ pub enum BindError {
         coord: usize,
         /// The extent.
         extent: usize,
+    },
+    /// A value of a buffer declared `coordinates_of` an axis is not a coordinate of it.
+    #[error("input `{buffer}`: value {value} at position {position} is not a coordinate of axis `{axis}` (0..{extent})")]
+    NotCoordinate {
+        /// The buffer.
+        buffer: String,
+        /// The axis its values are coordinates of.
+        axis: String,
+        /// The first position holding a value outside.
+        position: usize,
+        /// The value.
+        value: i64,
+        /// The axis's coordinate extent.
+        extent: i64,
     },
     /// A size parameter was given a negative value.
     #[error("parameter `{param}` = {value} must not be negative")]
@@ -826,6 +845,46 @@ pub(crate) fn buffer_len_of(
     Ok(len)
 }
 
+/// Checks that every bound input declared `coordinates_of` an axis holds only coordinates of
+/// it: kernels index dense axes of that extent with its values unchecked.
+fn validate_coordinates(p: &Program, bindings: &dyn Structure) -> Result<(), BindError> {
+    for buf in &p.buffers {
+        let Some(axis) = &buf.coordinates_of else {
+            continue;
+        };
+        let Some(values) = bindings.values(&buf.name) else {
+            continue;
+        };
+        let a = p
+            .axis(axis)
+            .expect("verified programs name only declared axes");
+        let extent = size_value(a.kind.coord_extent(), bindings.params()).ok_or_else(|| {
+            BindError::UnboundParam {
+                param: a.kind.coord_extent().to_string(),
+            }
+        })?;
+        let outside = |v: i64| v < 0 || v >= extent;
+        let bad = match values {
+            ArrayView::I64(v) => v.iter().position(|&x| outside(x)),
+            ArrayView::I32(v) => v.iter().position(|&x| outside(x.into())),
+            ArrayView::I8(v) => v.iter().position(|&x| outside(x.into())),
+            // Verification admits integer buffers only.
+            ArrayView::F32(_) | ArrayView::F64(_) => Some(0).filter(|_| !values.is_empty()),
+        };
+        if let Some(position) = bad {
+            let value = values.get(position).map_or(0, Scalar::as_i64);
+            return Err(BindError::NotCoordinate {
+                buffer: buf.name.clone(),
+                axis: axis.clone(),
+                position,
+                value,
+                extent,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Checks every structure array against the parameters: lengths, monotone `indptr` starting at
 /// zero, coordinates in range, sorted and unique where the axis says so.
 pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
@@ -833,6 +892,7 @@ pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
 }
 
 pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Result<(), BindError> {
+    validate_coordinates(p, bindings)?;
     for a in &p.axes {
         let Some(parent) = a.kind.parent() else {
             continue;

@@ -299,6 +299,11 @@ pub struct Buffer {
     /// level axes of the encoding).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dims: Vec<String>,
+    /// An integer input whose every value is a coordinate of this axis (`0 <= v < extent`),
+    /// checked when data is bound (a typed error names the first value outside). A dense axis
+    /// of the same extent indexed by such a value then needs no range check in the kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordinates_of: Option<String>,
 }
 
 /// Whether an iteration axis is spatial or a reduction.

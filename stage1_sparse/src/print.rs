@@ -189,6 +189,9 @@ fn buffer_line(b: &Buffer) -> String {
     if b.extra_storage > 0 {
         let _ = write!(s, " extra({})", b.extra_storage);
     }
+    if let Some(axis) = &b.coordinates_of {
+        let _ = write!(s, " coords({axis})");
+    }
     s
 }
 

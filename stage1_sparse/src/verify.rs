@@ -131,6 +131,16 @@ pub enum VerifyError {
         /// The buffer.
         buffer: String,
     },
+    /// A buffer declared `coordinates_of` an axis cannot hold its coordinates.
+    #[error("buffer `{buffer}`: coordinates_of `{axis}`: {reason}")]
+    CoordinatesOf {
+        /// The buffer.
+        buffer: String,
+        /// The axis named.
+        axis: String,
+        /// Why not.
+        reason: String,
+    },
     /// A statement names an unknown buffer.
     #[error("{context}: unknown buffer `{buffer}`")]
     UnknownBuffer {
@@ -580,6 +590,24 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
             return Err(VerifyError::BoolBuffer {
                 buffer: b.name.clone(),
             });
+        }
+        if let Some(axis) = &b.coordinates_of {
+            let bad = |reason: &str| {
+                Err(VerifyError::CoordinatesOf {
+                    buffer: b.name.clone(),
+                    axis: axis.clone(),
+                    reason: reason.into(),
+                })
+            };
+            if p.axis(axis).is_none() {
+                return bad("no such axis");
+            }
+            if !matches!(b.dtype, DType::I8 | DType::I32 | DType::I64) {
+                return bad("only integer buffers hold coordinates");
+            }
+            if b.role != Role::Input {
+                return bad("only inputs are checked when bound (the kernel writes the others)");
+            }
         }
         for (d, ax) in b.axes.iter().enumerate() {
             let axis = p.axis(ax).ok_or_else(|| VerifyError::UnknownAxis {

@@ -70,6 +70,9 @@ impl Structure for BindingsView<'_> {
     fn indices(&self, axis: &str) -> Option<ArrayView<'_>> {
         self.axes.get(axis)?.indices
     }
+    fn values(&self, buffer: &str) -> Option<ArrayView<'_>> {
+        self.buffers.get(buffer).copied()
+    }
 }
 
 /// Whether a buffer can take an input without copying: with no extra storage, and either over

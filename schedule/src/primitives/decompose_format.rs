@@ -59,6 +59,15 @@ pub struct Conversion {
     pub per_relation: bool,
 }
 
+/// An input of row or column ids built by the conversion: coordinates of axis `of`, checked
+/// when bound, which lets kernels index by them without a range check.
+fn coordinates_buffer(name: String, axes: Vec<String>, dtype: DType, of: &str) -> Buffer {
+    Buffer {
+        coordinates_of: Some(of.to_string()),
+        ..input_buffer(name, axes, dtype)
+    }
+}
+
 /// A plain input buffer (the conversion binds its data).
 fn input_buffer(name: String, axes: Vec<String>, dtype: DType) -> Buffer {
     Buffer {
@@ -70,6 +79,7 @@ fn input_buffer(name: String, axes: Vec<String>, dtype: DType) -> Buffer {
         extra_storage: 0,
         encoding: None,
         dims: vec![],
+        coordinates_of: None,
     }
 }
 
@@ -168,7 +178,8 @@ pub fn decompose_format(
                     sorted: false,
                     closed_forms: vec![],
                 };
-                let row = input_buffer(format!("{pn}.row"), vec![r.name.clone()], DType::I64);
+                let row =
+                    coordinates_buffer(format!("{pn}.row"), vec![r.name.clone()], DType::I64, &ai);
                 let vals =
                     input_buffer(pn.clone(), vec![r.name.clone(), s.name.clone()], DType::F64);
                 (vec![r, s], vec![row, vals])
@@ -274,17 +285,19 @@ pub fn decompose_format(
                     },
                     true,
                 );
-                let row = input_buffer(
+                let row = coordinates_buffer(
                     format!("{pn}.row"),
                     vec![g.name.clone(), l.name.clone()],
                     DType::I64,
+                    &ai,
                 );
                 let slot_axes = vec![g.name.clone(), q.name.clone(), l.name.clone()];
                 let col_dtype = match cols {
                     IndexType::I32 => DType::I32,
                     IndexType::I64 => DType::I64,
                 };
-                let col = input_buffer(format!("{pn}.col"), slot_axes.clone(), col_dtype);
+                let col =
+                    coordinates_buffer(format!("{pn}.col"), slot_axes.clone(), col_dtype, &aj);
                 let vals = input_buffer(pn.clone(), slot_axes, DType::F64);
                 (vec![g, q, l], vec![row, col, vals])
             }
@@ -810,10 +823,11 @@ fn decompose_relations(
                     },
                     false,
                 );
-                p.buffers.push(input_buffer(
+                p.buffers.push(coordinates_buffer(
                     format!("{pn}.row"),
                     vec![rel.clone(), g.name.clone()],
                     DType::I64,
+                    &orig[1],
                 ));
                 p.buffers.push(input_buffer(
                     pn.clone(),

@@ -43,12 +43,6 @@ struct Translator<'a> {
 }
 
 impl Translator<'_> {
-    fn fresh(&mut self) -> String {
-        let n = format!("_p{}", self.counter);
-        self.counter += 1;
-        n
-    }
-
     fn stmts(&mut self, stmts: Vec<Stmt>, scope: &[ScopeVar]) -> Result<Vec<Stmt>, LowerError> {
         let mut out = Vec::new();
         for s in stmts {
@@ -316,8 +310,14 @@ impl Translator<'_> {
                             what: format!("axis `{ax}`"),
                         })?
                         .clone();
-                    let pos = self.translate(buffer, &y, d, &positions, c, true)?;
                     direct_prev = false;
+                    if self.holds_coordinates(&c, &y) {
+                        // A value checked when bound to be a coordinate of an axis of this
+                        // extent: the position itself, computed once.
+                        positions.push(Self::bind_value(c, pre, &mut self.counter));
+                        continue;
+                    }
+                    let pos = self.translate(buffer, &y, d, &positions, c, true)?;
                     let pos = self.bind_position(pos, &mut guard, pre);
                     positions.push(pos);
                     continue;
@@ -469,6 +469,44 @@ impl Translator<'_> {
         })
     }
 
+    /// Whether `c` loads an input declared `coordinates_of` an axis whose coordinates range
+    /// over dense axis `y` (the same extent): bound data was checked to lie in `0..extent`.
+    fn holds_coordinates(&self, c: &Expr, y: &Axis) -> bool {
+        let load = match c {
+            Expr::Cast(DType::I64, inner) => inner.as_ref(),
+            other => other,
+        };
+        let Expr::Load { buffer, .. } = load else {
+            return false;
+        };
+        let AxisKind::DenseFixed { n } = &y.kind else {
+            return false;
+        };
+        self.p
+            .buffer(buffer)
+            .and_then(|b| b.coordinates_of.as_deref())
+            .and_then(|x| self.p.axis(x))
+            .is_some_and(|x| x.kind.coord_extent() == n)
+    }
+
+    /// Binds `value` to a `let` (reusing one of equal value in `pre`) and returns its variable.
+    fn bind_value(value: Expr, pre: &mut Vec<Stmt>, counter: &mut usize) -> Expr {
+        let existing = pre.iter().find_map(|s| match s {
+            Stmt::Let { var, value: v } if *v == value => Some(var.clone()),
+            _ => None,
+        });
+        let name = existing.unwrap_or_else(|| {
+            let name = format!("_p{counter}");
+            *counter += 1;
+            pre.push(Stmt::Let {
+                var: name.clone(),
+                value,
+            });
+            name
+        });
+        Expr::var(&name)
+    }
+
     /// Binds a position that may be missing to a fresh `let` and extends the access's guard.
     /// Positions after a missing entry are never computed: the chain stays at -1.
     fn bind_position(
@@ -487,23 +525,9 @@ impl Translator<'_> {
         };
         // One statement reading and writing the same element (`C[r, k] = C[r, k] + ...`)
         // computes its position once.
-        let existing = pre.iter().find_map(|s| match s {
-            Stmt::Let { var, value } if *value == pos => Some(var.clone()),
-            _ => None,
-        });
-        let name = match existing {
-            Some(name) => name,
-            None => {
-                let name = self.fresh();
-                pre.push(Stmt::Let {
-                    var: name.clone(),
-                    value: pos,
-                });
-                name
-            }
-        };
-        *guard = Some(Expr::bin(BinOp::Ge, Expr::var(&name), Expr::i64(0)));
-        Expr::var(&name)
+        let var = Self::bind_value(pos, pre, &mut self.counter);
+        *guard = Some(Expr::bin(BinOp::Ge, var.clone(), Expr::i64(0)));
+        var
     }
 }
 

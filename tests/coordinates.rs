@@ -1,0 +1,242 @@
+//! Buffers declared `coordinates_of` an axis: their values index dense axes of that extent with
+//! no range check in the kernel, because binding checks every value (a typed error names the
+//! first one outside). The inspector's row and column ids of decomposed formats are declared
+//! so, and are checked the same way.
+
+mod common;
+
+use common::gpu::{cases_config, schedule, scheduled_flat};
+use common::*;
+use lacuna::driver::{convert_inputs, Executable, Target};
+use lacuna::ir::{ArrayData, DenseArray};
+use lacuna::stage1::{bind, bind_with, verify, BindError, Input, Program, VerifyError};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+/// `y[i] = w[i] * x[idx[i]]`: a gather through an index buffer, with `idx` declared as
+/// coordinates of `J` when `coords` is given (`dtype` its element type).
+fn gather(coords: Option<&str>, dtype: &str) -> Program {
+    let decl = coords.map_or(String::new(), |a| {
+        format!(", coordinates_of: Some(\"{a}\")")
+    });
+    let text = format!(
+        r#"(
+    version: 1,
+    name: "gather",
+    params: ["m", "n"],
+    axes: [
+        (name: "I", kind: DenseFixed(n: "m")),
+        (name: "J", kind: DenseFixed(n: "n")),
+    ],
+    buffers: [
+        (name: "idx", axes: ["I"], dtype: {dtype}{decl}),
+        (name: "w", axes: ["I"], dtype: F64),
+        (name: "x", axes: ["J"], dtype: F64),
+        (name: "y", axes: ["I"], dtype: F64, role: Output),
+    ],
+    body: [Iter((name: "g", axes: ["I"], kinds: "S", vars: ["i"],
+        body: [Store("y[i] = w[i] * x[idx[i]]")]))],
+)"#
+    );
+    Program::from_ron(&text).expect("the gather kernel parses")
+}
+
+fn gather_inputs(idx: &[i64], w: &[f64], x: &[f64]) -> BTreeMap<String, Input> {
+    BTreeMap::from([
+        (
+            "idx".to_string(),
+            Input::Dense(DenseArray {
+                shape: vec![idx.len()],
+                data: ArrayData::I64(idx.to_vec()),
+            }),
+        ),
+        ("w".to_string(), dense(&[w.len()], w.to_vec())),
+        ("x".to_string(), dense(&[x.len()], x.to_vec())),
+    ])
+}
+
+fn flat_text(p: &Program) -> String {
+    let lowered = lacuna::stage2::lower(p, &Default::default(), &mut |_, _| {}).expect("lowers");
+    lowered.flat.to_string()
+}
+
+proptest! {
+    #![proptest_config(cases_config(24))]
+
+    /// Declared coordinates gather unchecked and agree with the dense reference on every target.
+    #[test]
+    fn declared_coordinates_gather((m, n) in (0usize..12, 1usize..12), seed in any::<u64>()) {
+        let p = gather(Some("J"), "I64");
+        verify(&p).expect("verifies");
+        let idx: Vec<i64> = values(m, seed).iter().map(|v| ((v + 2.0) * 1000.0) as i64 % n as i64).collect();
+        let (w, x) = (values(m, seed ^ 1), values(n, seed ^ 2));
+        let want: Vec<f64> = (0..m).map(|i| w[i] * x[idx[i] as usize]).collect();
+        for (target, outs) in run_all(&p, &gather_inputs(&idx, &w, &x)) {
+            assert_dense(target, &outs["y"], &[m], &want);
+        }
+    }
+}
+
+#[test]
+fn declared_coordinates_drop_the_range_check() {
+    let checked = flat_text(&gather(None, "I64"));
+    let trusted = flat_text(&gather(Some("J"), "I64"));
+    assert!(
+        checked.contains("select(") && checked.contains("< n"),
+        "an undeclared index is range-checked:\n{checked}"
+    );
+    assert!(
+        !trusted.contains("select(") && !trusted.contains("< n"),
+        "a declared index is not:\n{trusted}"
+    );
+    // An axis of another extent keeps the check: its coordinates may exceed `n`.
+    let other = gather(Some("I"), "I64");
+    verify(&other).expect("verifies");
+    assert!(flat_text(&other).contains("select("));
+}
+
+#[test]
+fn values_outside_the_axis_are_bind_errors() {
+    let (w, x) = (vec![1.0; 4], vec![2.0; 3]);
+    for (idx, position, value) in [
+        (vec![0, 2, 3, 1], 2, 3),
+        (vec![0, -1, 0, 0], 1, -1),
+        (vec![0, 1, 2, 7], 3, 7),
+    ] {
+        for dtype in ["I64", "I32"] {
+            let p = gather(Some("J"), dtype);
+            let err = bind(&p, &gather_inputs(&idx, &w, &x), &BTreeMap::new())
+                .expect_err("an index outside J does not bind");
+            assert_eq!(
+                err,
+                BindError::NotCoordinate {
+                    buffer: "idx".into(),
+                    axis: "J".into(),
+                    position,
+                    value,
+                    extent: 3,
+                },
+                "{dtype}"
+            );
+            assert!(
+                err.to_string()
+                    .contains("not a coordinate of axis `J` (0..3)"),
+                "{err}"
+            );
+        }
+    }
+    // Undeclared, the same data binds and the kernel reads the default for the bad index.
+    let p = gather(None, "I64");
+    let inputs = gather_inputs(&[0, 2, 3, 1], &w, &x);
+    let mut b = bind(&p, &inputs, &BTreeMap::new()).expect("binds");
+    let exe = Executable::build(&p, Target::Jit).expect("builds");
+    exe.run(&p, &mut b).expect("runs");
+    assert_eq!(b.buffers["y"].to_f64_vec(), vec![2.0, 2.0, 0.0, 2.0]);
+}
+
+#[test]
+fn bad_declarations_are_verify_errors() {
+    for (p, axis, reason) in [
+        (gather(Some("K"), "I64"), "K", "no such axis"),
+        (gather(Some("J"), "F64"), "J", "only integer buffers"),
+    ] {
+        match verify(&p) {
+            Err(VerifyError::CoordinatesOf {
+                buffer,
+                axis: a,
+                reason: r,
+            }) => {
+                assert_eq!((buffer.as_str(), a.as_str()), ("idx", axis));
+                assert!(r.contains(reason), "{r}");
+            }
+            other => panic!("expected a coordinates_of error, got {other:?}"),
+        }
+    }
+    let mut p = gather(None, "I64");
+    let y = p.buffers.iter_mut().find(|b| b.name == "y").expect("y");
+    y.dtype = lacuna::ir::DType::I64;
+    y.coordinates_of = Some("J".into());
+    match verify(&p) {
+        Err(VerifyError::CoordinatesOf { buffer, reason, .. }) => {
+            assert_eq!(buffer, "y");
+            assert!(reason.contains("only inputs"), "{reason}");
+        }
+        other => panic!("expected a coordinates_of error, got {other:?}"),
+    }
+}
+
+/// A matrix whose rows change length, for the decomposed formats below.
+fn matrix() -> (usize, usize, Vec<Vec<(usize, f64)>>) {
+    let (m, n) = (37, 29);
+    let rows = (0..m)
+        .map(|i| {
+            let len = (i * 7) % 11;
+            (0..len)
+                .map(|t| ((i + 3 * t) % n, (i + t) as f64 * 0.25 - 1.0))
+                .collect::<BTreeMap<_, _>>()
+                .into_iter()
+                .collect()
+        })
+        .collect();
+    (m, n, rows)
+}
+
+#[test]
+fn decomposed_row_and_column_ids_index_unchecked() {
+    let p = kernel("spmv");
+    let (_, flat) = scheduled_flat(&p, &schedule("spmv_sell.ron"));
+    let text = flat.to_string();
+    assert!(
+        text.contains("x[_p1]"),
+        "x gathered at the column id:\n{text}"
+    );
+    assert!(
+        !text.contains("select("),
+        "no range check in the sliced kernel:\n{text}"
+    );
+    assert!(
+        !text.contains("if "),
+        "the write-back of the rows is unguarded:\n{text}"
+    );
+    let spmm = kernel("spmm");
+    let (_, flat) = scheduled_flat(&spmm, &schedule("spmm_hyb.ron"));
+    let text = flat.to_string();
+    assert!(
+        !text.contains("select("),
+        "hyb's ELL rows store unguarded:\n{text}"
+    );
+}
+
+#[test]
+fn corrupted_inspector_ids_are_bind_errors() {
+    let p = kernel("spmv");
+    let s = lacuna::schedule::Schedule::replay(&p, &schedule("spmv_sell.ron").trace)
+        .expect("the schedule applies");
+    let scheduled = s.program().clone();
+    let (m, n, rows) = matrix();
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
+        ("x".to_string(), dense(&[n], values(n, 5))),
+    ]);
+    let given = convert_inputs(s.conversions(), &inputs).expect("converts");
+    bind_with(&scheduled, &inputs, &BTreeMap::new(), given.clone())
+        .expect("the inspector's ids bind");
+    for (buffer, axis, bad) in [("A.p0.col", "J", n as i64), ("A.p0.row", "I", -2)] {
+        let mut g = given.clone();
+        let ids = g.buffers.get_mut(buffer).expect("bound by the inspector");
+        let position = 5;
+        let mut v = ids.to_i64_vec();
+        v[position] = bad;
+        *ids = match ids {
+            ArrayData::I32(_) => ArrayData::I32(v.iter().map(|&x| x as i32).collect()),
+            _ => ArrayData::I64(v),
+        };
+        let err = bind_with(&scheduled, &inputs, &BTreeMap::new(), g)
+            .expect_err("a corrupted id does not bind");
+        assert!(
+            matches!(&err, BindError::NotCoordinate { buffer: b, axis: a, position: 5, value, .. }
+                if b == buffer && a == axis && *value == bad),
+            "{err:?}"
+        );
+    }
+}
