@@ -1106,7 +1106,9 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
 ///   scalar remainder; such rows of [`SPMV_WIDE_LANES_MIN_ROW`] or more run 8 f64 lanes per
 ///   vector on AVX-512 hosts. With shorter rows whose gathers are
 ///   scattered over an `x` of [`SPMV_PREFETCH_MIN_BYTES`] or more, it prefetches them
-///   [`SPMV_PREFETCH_DISTANCE`] entries ahead, across rows.
+///   [`SPMV_PREFETCH_DISTANCE`] entries ahead, across rows. On AVX-512 Zen hosts, `A` is
+///   stored as sliced ELL instead where [`sliced_rows`] says so, its rows run as vector lanes
+///   ([`spmv_sell_trace`]).
 pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option<ScheduleFile> {
     builtin_schedule(p, &DataStats::of(inputs))
 }
@@ -1261,15 +1263,17 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
 }
 
 /// Whether SpMV's built-in schedule runs `A` as sliced ELL ([`SPMV_SELL`]): on hosts that
-/// gather rows across lanes cheaply ([`DataStats::gathers_rows`]), for short rows
-/// ([`SPMV_SELL_MAX_ROW`]) whose lengths change often ([`SPMV_SELL_MIN_ROW_CHANGES`]), while
-/// `x` stays below [`SPMV_SELL_MAX_GATHER_BYTES`].
+/// gather rows across lanes cheaply ([`DataStats::gathers_rows`]), for rows shorter than
+/// [`SPMV_SELL_MAX_ROW`] on average whose lengths change often ([`SPMV_SELL_MIN_ROW_CHANGES`])
+/// or that hold [`SPMV_SELL_UNIFORM_MIN_ROW`] entries or more, while `x` stays below
+/// [`SPMV_SELL_MAX_GATHER_BYTES`].
 pub fn sliced_rows(data: &DataStats) -> bool {
     data.gathers_rows
         && data.gathered_bytes < SPMV_SELL_MAX_GATHER_BYTES
         && data.rows > 0
         && data.mean_row() < SPMV_SELL_MAX_ROW
-        && data.row_changes_permille >= SPMV_SELL_MIN_ROW_CHANGES
+        && (data.row_changes_permille >= SPMV_SELL_MIN_ROW_CHANGES
+            || data.mean_row() >= SPMV_SELL_UNIFORM_MIN_ROW)
 }
 
 /// The decomposition of SpMV's sliced ELL schedule: SELL-8-1024, groups of 8 rows (one per f64
@@ -1281,13 +1285,24 @@ pub fn sliced_rows(data: &DataStats) -> bool {
 pub const SPMV_SELL: &str = "(sell 8 1024)";
 
 /// Mean stored entries per row below which SpMV's built-in schedule may run rows across vector
-/// lanes (see [`sliced_rows`]). `lacuna bench`, one and two threads, `(sell 8 1024)` / the
-/// row-by-row schedule (session 14, znver5): faster on cit-HepPh (12 per row) 0.58 / 0.83,
-/// email-Enron (10) 0.72 / 0.93, soc-Slashdot0902 (12) 0.65 / 0.86, ct2010, de2010 and vt2010
-/// (5) 0.57–0.63; slower on cage10 and cage11 (13–14, lengths changing in 22–25% of rows)
-/// 1.21–1.31, wing (4, all equal) 1.36–1.41, and from 32 per row up (citeseer_features,
-/// ego-Facebook, EX5, bcsstk16) 1.23–1.48.
-pub const SPMV_SELL_MAX_ROW: f64 = 16.0;
+/// lanes (see [`sliced_rows`]). `lacuna bench`, min of 300, ms, one / two threads, built-in
+/// row by row → `(sell 8 1024)` (session 15, znver5, the kernel's column and row ids unchecked
+/// since `coordinates_of`): cage10 (13 per row) 0.047 / 0.025 → 0.041 / 0.022, cage11 (14)
+/// 0.176 / 0.095 → 0.150 / 0.084, citeseer_features (32) 0.031 / 0.016 → 0.026 / 0.014,
+/// ego-Facebook (44) 0.047 / 0.024 → 0.045 / 0.023, EX5 (45) 0.080 / 0.041 → 0.073 / 0.038,
+/// bcsstk16 (59) 0.075 / 0.038 → 0.067 / 0.035; min of 60 on anchors.py's generated `mid`
+/// matrices (2M entries): rmat-mid (18 per row, rows up to 11640) 3.14 / 1.33 → 1.92 / 1.01,
+/// er-mid (10, all equal) 1.34 / 0.69 → 1.16 / 0.60, block4-mid (27) 0.61 / 0.33 → 0.58 /
+/// 0.30, lap3d-mid (7) 0.97 / 0.44 → 0.91 / 0.44. Nothing longer was measured. In session 14,
+/// with the ids range-checked, sliced ELL lost from 13 per row up.
+pub const SPMV_SELL_MAX_ROW: f64 = 64.0;
+
+/// Mean stored entries per row from which SpMV runs rows across vector lanes even when their
+/// lengths rarely change (see [`sliced_rows`]): shorter uniform rows gain nothing from sliced
+/// ELL, whose groups add their sums to `y` one row at a time. `lacuna bench` as for
+/// [`SPMV_SELL_MAX_ROW`]: wing (4 per row, all equal) 0.100 / 0.051 → 0.107 / 0.057, lap2d-mid
+/// (5, all but the border equal) 1.02 / 0.62 → 1.05 / 0.51; er-mid (10, all equal) wins.
+pub const SPMV_SELL_UNIFORM_MIN_ROW: f64 = SPMV_VECTOR_MIN_ROW;
 
 /// Bytes of `x` from which SpMV keeps rows one by one with their gathers prefetched across rows
 /// ([`SPMV_VECTOR_PREFETCH_MIN_BYTES`]) instead of running them across lanes: gathers that miss
@@ -1297,9 +1312,10 @@ pub const SPMV_SELL_MAX_ROW: f64 = 16.0;
 pub const SPMV_SELL_MAX_GATHER_BYTES: usize = SPMV_VECTOR_PREFETCH_MIN_BYTES;
 
 /// Thousandths of rows whose length differs from the previous row's ([`row_length_changes`])
-/// from which SpMV runs short rows across vector lanes: 660–940 on the graphs and road networks
-/// that win, 0–250 on the meshes that lose (see [`SPMV_SELL_MAX_ROW`]).
-pub const SPMV_SELL_MIN_ROW_CHANGES: usize = 500;
+/// from which SpMV runs rows of any mean length below [`SPMV_SELL_MAX_ROW`] across vector
+/// lanes: 220–250 on cage10, cage11 and bcsstk16, which win (see [`SPMV_SELL_MAX_ROW`]); 0 on
+/// wing, which loses. It was 500 in session 14, when cage10 and cage11 lost.
+pub const SPMV_SELL_MIN_ROW_CHANGES: usize = 100;
 
 /// SpMV's sliced ELL schedule: `A` decomposed as [`SPMV_SELL`], each group's 8 partial sums in
 /// a local cache (one vector register) added to `y` after the group, the lanes vectorized 8

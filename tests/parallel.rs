@@ -692,15 +692,16 @@ fn assert_close(got: &[f64], want: &[f64], what: &str) {
     }
 }
 
-/// On hosts that gather rows across lanes, SpMV's built-in schedule stores short rows of
-/// changing lengths as sliced ELL; elsewhere, and for long or uniform rows, it keeps CSR. The
+/// On hosts that gather rows across lanes, SpMV's built-in schedule stores rows of changing
+/// lengths, and uniform rows that are not very short, as sliced ELL; elsewhere, and for long or
+/// short uniform rows, it keeps CSR. The
 /// sliced schedule gives the interpreters' results (to rounding: lanes reassociate nothing, but
 /// products and sums may fuse) at 1 to 4 threads, on skewed rows (one long row, empty rows).
 #[test]
 fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
     use lacuna::driver::{
         builtin_schedule, run_kernel, run_kernel_scheduled, sliced_rows, DataStats,
-        SPMV_SELL_MAX_ROW as R, SPMV_SELL_MIN_ROW_CHANGES as C,
+        SPMV_SELL_MAX_ROW as R, SPMV_SELL_MIN_ROW_CHANGES as C, SPMV_SELL_UNIFORM_MIN_ROW as U,
     };
     let p = example("spmv");
     let sell = |s: &lacuna::schedule::ScheduleFile| {
@@ -721,6 +722,10 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
         (1_000_000, rows(R - 0.5), C, true, x, true),
         (1_000_000, rows(R), 1000, true, x, false),
         (1_000_000, rows(5.0), C - 1, true, x, false),
+        // Rows that rarely change length, from a mean of U.
+        (1_000_000, rows(U), 0, true, x, true),
+        (1_000_000, rows(U - 0.5), C - 1, true, x, false),
+        (1_000_000, rows(R), 0, true, x, false),
         (1_000_000, rows(5.0), 800, false, x, false),
         (1_000_000, 0, 800, true, x, false),
         (10_000, 2_000, 800, true, x, true),
