@@ -240,3 +240,39 @@ fn corrupted_inspector_ids_are_bind_errors() {
         );
     }
 }
+
+/// RGCN's edge types index its weights unchecked (`examples/rgcn.ron` declares them
+/// coordinates of the relation axis); a type past the relations does not bind.
+#[test]
+fn rgcn_edge_types_are_relation_coordinates() {
+    let p = kernel("rgcn");
+    let text = flat_text(&p);
+    assert!(!text.contains("select("), "{text}");
+    let (n, rel) = (3, 2);
+    let rows = vec![vec![(1, 1.0)], vec![(0, 2.0), (2, 3.0)], vec![]];
+    let typed = |t: i32| {
+        let e = to_coo(n, n, &rows);
+        lacuna::ir::CooTensor {
+            values: ArrayData::I32(vec![0, 1, t]),
+            ..e
+        }
+    };
+    let inputs = |t: i32| {
+        BTreeMap::from([
+            ("A".to_string(), Input::Coo(to_coo(n, n, &rows))),
+            ("E".to_string(), Input::Coo(typed(t))),
+            ("W".to_string(), dense(&[rel, 1, 1], vec![10.0, 100.0])),
+            ("X".to_string(), dense(&[n, 1], vec![1.0, 2.0, 3.0])),
+        ])
+    };
+    // Y[i] = sum_j A[i, j] * W[E[i, j]] * X[j]
+    for (target, outs) in run_all(&p, &inputs(1)) {
+        assert_dense(target, &outs["Y"], &[n, 1], &[20.0, 200.0 + 900.0, 0.0]);
+    }
+    let err = bind(&p, &inputs(2), &BTreeMap::new()).expect_err("type 2 of 2 relations");
+    assert!(
+        matches!(&err, BindError::NotCoordinate { buffer, axis, position: 2, value: 2, extent: 2 }
+            if buffer == "E" && axis == "R"),
+        "{err:?}"
+    );
+}
