@@ -1266,10 +1266,13 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
 /// gather rows across lanes cheaply ([`DataStats::gathers_rows`]), for rows shorter than
 /// [`SPMV_SELL_MAX_ROW`] on average whose lengths change often ([`SPMV_SELL_MIN_ROW_CHANGES`])
 /// or that hold [`SPMV_SELL_UNIFORM_MIN_ROW`] entries or more, while `x` stays below
-/// [`SPMV_SELL_MAX_GATHER_BYTES`].
+/// [`SPMV_SELL_MAX_GATHER_BYTES`] or the gathers are not scattered
+/// ([`SPMV_PREFETCH_MIN_SCATTERED`]: a stencil's gathers stream through `x` without a
+/// software prefetch).
 pub fn sliced_rows(data: &DataStats) -> bool {
     data.gathers_rows
-        && data.gathered_bytes < SPMV_SELL_MAX_GATHER_BYTES
+        && (data.gathered_bytes < SPMV_SELL_MAX_GATHER_BYTES
+            || data.scattered_permille < SPMV_PREFETCH_MIN_SCATTERED)
         && data.rows > 0
         && data.mean_row() < SPMV_SELL_MAX_ROW
         && (data.row_changes_permille >= SPMV_SELL_MIN_ROW_CHANGES
@@ -1301,8 +1304,10 @@ pub const SPMV_SELL_MAX_ROW: f64 = 64.0;
 /// lengths rarely change (see [`sliced_rows`]): shorter uniform rows gain nothing from sliced
 /// ELL, whose groups add their sums to `y` one row at a time. `lacuna bench` as for
 /// [`SPMV_SELL_MAX_ROW`]: wing (4 per row, all equal) 0.100 / 0.051 → 0.107 / 0.057, lap2d-mid
-/// (5, all but the border equal) 1.02 / 0.62 → 1.05 / 0.51; er-mid (10, all equal) wins.
-pub const SPMV_SELL_UNIFORM_MIN_ROW: f64 = SPMV_VECTOR_MIN_ROW;
+/// (5, all but the border equal) 1.02 / 0.62 → 1.05 / 0.51; from 7 per row it wins: lap3d-mid
+/// 0.97 / 0.44 → 0.91 / 0.44, lap3d-large (19M entries, `x` 22 MB) 15.4 / 8.5 → 13.2 / 7.8,
+/// er-mid (10, all equal) 1.34 / 0.69 → 1.16 / 0.60.
+pub const SPMV_SELL_UNIFORM_MIN_ROW: f64 = 6.0;
 
 /// Bytes of `x` from which SpMV keeps rows one by one with their gathers prefetched across rows
 /// ([`SPMV_VECTOR_PREFETCH_MIN_BYTES`]) instead of running them across lanes: gathers that miss

@@ -701,7 +701,8 @@ fn assert_close(got: &[f64], want: &[f64], what: &str) {
 fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
     use lacuna::driver::{
         builtin_schedule, run_kernel, run_kernel_scheduled, sliced_rows, DataStats,
-        SPMV_SELL_MAX_ROW as R, SPMV_SELL_MIN_ROW_CHANGES as C, SPMV_SELL_UNIFORM_MIN_ROW as U,
+        SPMV_PREFETCH_MIN_SCATTERED as S, SPMV_SELL_MAX_ROW as R, SPMV_SELL_MIN_ROW_CHANGES as C,
+        SPMV_SELL_UNIFORM_MIN_ROW as U,
     };
     let p = example("spmv");
     let sell = |s: &lacuna::schedule::ScheduleFile| {
@@ -714,9 +715,41 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
             .iter()
             .any(|t| matches!(t, lacuna::schedule::Instruction::Parallel { .. }))
     };
-    // (entries, rows, row changes, host gathers rows, bytes of x, sliced)
+    // (entries, rows, row changes, host gathers rows, bytes of x, sliced); gathers scattered
+    // unless stated
     let rows = |mean: f64| (1_000_000.0 / mean) as usize;
     let (x, big) = (1 << 20, lacuna::driver::SPMV_SELL_MAX_GATHER_BYTES);
+    let check = |nnz: usize,
+                 r: usize,
+                 changes: usize,
+                 gathers: bool,
+                 bytes: usize,
+                 scattered: usize,
+                 want: bool| {
+        let stats = DataStats {
+            nnz,
+            rows: r,
+            row_changes_permille: changes,
+            vector_masks: gathers,
+            gathers_rows: gathers,
+            gathered_bytes: bytes,
+            scattered_permille: scattered,
+            ..Default::default()
+        };
+        assert_eq!(sliced_rows(&stats), want, "{stats:?}");
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(sell(&s), want, "{stats:?}: {:?}", s.trace);
+        if want {
+            // Groups in parallel from the same size as rows.
+            assert_eq!(
+                parallel(&s),
+                nnz >= lacuna::driver::PARALLEL_MIN_NNZ,
+                "{:?}",
+                s.trace
+            );
+        }
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    };
     for (nnz, r, changes, gathers, bytes, want) in [
         (1_000_000, rows(5.0), 800, true, x, true),
         (1_000_000, rows(R - 0.5), C, true, x, true),
@@ -733,29 +766,12 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
         (1_000_000, rows(5.0), 800, true, big - 1, true),
         (1_000_000, rows(5.0), 800, true, big, false),
     ] {
-        let stats = DataStats {
-            nnz,
-            rows: r,
-            row_changes_permille: changes,
-            vector_masks: gathers,
-            gathers_rows: gathers,
-            gathered_bytes: bytes,
-            ..Default::default()
-        };
-        assert_eq!(sliced_rows(&stats), want, "{stats:?}");
-        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
-        assert_eq!(sell(&s), want, "{stats:?}: {:?}", s.trace);
-        if want {
-            // Groups in parallel from the same size as rows.
-            assert_eq!(
-                parallel(&s),
-                nnz >= lacuna::driver::PARALLEL_MIN_NNZ,
-                "{:?}",
-                s.trace
-            );
-        }
-        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+        check(nnz, r, changes, gathers, bytes, 1000, want);
     }
+    // A stencil: gathers that stream through `x` run across lanes whatever its size.
+    check(1_000_000, rows(7.0), 30, true, big * 4, 0, true);
+    check(1_000_000, rows(7.0), 30, true, big * 4, S - 1, true);
+    check(1_000_000, rows(7.0), 30, true, big * 4, S, false);
     // Rows of 0..=12 entries, one of 700 and a run of empty ones.
     let inputs = changing_rows(|i| match i {
         1234 => 700,
