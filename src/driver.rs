@@ -1266,13 +1266,14 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
 /// gather rows across lanes cheaply ([`DataStats::gathers_rows`]), for rows shorter than
 /// [`SPMV_SELL_MAX_ROW`] on average whose lengths change often ([`SPMV_SELL_MIN_ROW_CHANGES`])
 /// or that hold [`SPMV_SELL_UNIFORM_MIN_ROW`] entries or more, while `x` stays below
-/// [`SPMV_SELL_MAX_GATHER_BYTES`] or the gathers are not scattered
+/// [`SPMV_SELL_MAX_GATHER_BYTES`], or the gathers are not scattered
 /// ([`SPMV_PREFETCH_MIN_SCATTERED`]: a stencil's gathers stream through `x` without a
-/// software prefetch).
+/// software prefetch), or the rows are uniform (sorting them by length keeps their order).
 pub fn sliced_rows(data: &DataStats) -> bool {
     data.gathers_rows
         && (data.gathered_bytes < SPMV_SELL_MAX_GATHER_BYTES
-            || data.scattered_permille < SPMV_PREFETCH_MIN_SCATTERED)
+            || data.scattered_permille < SPMV_PREFETCH_MIN_SCATTERED
+            || data.row_changes_permille < SPMV_SELL_MIN_ROW_CHANGES)
         && data.rows > 0
         && data.mean_row() < SPMV_SELL_MAX_ROW
         && (data.row_changes_permille >= SPMV_SELL_MIN_ROW_CHANGES
@@ -1309,11 +1310,15 @@ pub const SPMV_SELL_MAX_ROW: f64 = 64.0;
 /// er-mid (10, all equal) 1.34 / 0.69 → 1.16 / 0.60.
 pub const SPMV_SELL_UNIFORM_MIN_ROW: f64 = 6.0;
 
-/// Bytes of `x` from which SpMV keeps rows one by one with their gathers prefetched across rows
-/// ([`SPMV_VECTOR_PREFETCH_MIN_BYTES`]) instead of running them across lanes: gathers that miss
-/// every cache want the prefetch. rmat-large (28.5M entries, 13.6 per row, `x` 17 MB),
-/// `lacuna bench`, min of 10, ms, one / two threads (session 14, znver5): sliced ELL 86.3 /
-/// 36.8, masked row lanes with the prefetch 53.5 / 30.0.
+/// Bytes of `x` from which SpMV keeps rows of changing lengths whose gathers are scattered one
+/// by one, with their gathers prefetched across rows ([`SPMV_VECTOR_PREFETCH_MIN_BYTES`]),
+/// instead of running them across lanes: gathers that miss every cache want the prefetch.
+/// rmat-large (28.5M entries, 13.6 per row, `x` 17 MB), `lacuna bench`, min of 10, ms, one /
+/// two threads (session 14, znver5): sliced ELL 86.3 / 36.8, masked row lanes with the
+/// prefetch 53.5 / 30.0; in session 15, with sliced ELL's ids unchecked, 39–56 / 20–27 against
+/// 43–50 / 21–24, from one run to the next. Uniform rows and a stencil's gathers run across
+/// lanes whatever the size of `x`: er-large (20M entries, 10 per row, `x` 16 MB) 23.1 / 11.4 →
+/// 17.8 / 7.7, lap3d-large (19M, 7 per row, `x` 22 MB) 15.4 / 8.5 → 12.7 / 7.8.
 pub const SPMV_SELL_MAX_GATHER_BYTES: usize = SPMV_VECTOR_PREFETCH_MIN_BYTES;
 
 /// Thousandths of rows whose length differs from the previous row's ([`row_length_changes`])

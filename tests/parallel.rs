@@ -769,9 +769,11 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
         check(nnz, r, changes, gathers, bytes, 1000, want);
     }
     // A stencil: gathers that stream through `x` run across lanes whatever its size.
-    check(1_000_000, rows(7.0), 30, true, big * 4, 0, true);
-    check(1_000_000, rows(7.0), 30, true, big * 4, S - 1, true);
-    check(1_000_000, rows(7.0), 30, true, big * 4, S, false);
+    check(1_000_000, rows(7.0), C, true, big * 4, 0, true);
+    check(1_000_000, rows(7.0), C, true, big * 4, S - 1, true);
+    // Scattered gathers from a large `x` run across lanes only for uniform rows.
+    check(1_000_000, rows(7.0), C - 1, true, big * 4, 1000, true);
+    check(1_000_000, rows(7.0), C, true, big * 4, 1000, false);
     // Rows of 0..=12 entries, one of 700 and a run of empty ones.
     let inputs = changing_rows(|i| match i {
         1234 => 700,
