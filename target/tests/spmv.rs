@@ -170,7 +170,16 @@ fn inputs(p: &Program) -> BTreeMap<String, Input> {
             .map(|a| p.axis(a).expect("declared"))
             .collect();
         let shape: Vec<usize> = axes.iter().map(|a| extent(a.kind.coord_extent())).collect();
-        let value = |k: usize| ((k * 37 % 11) as f64 - 5.0) * 0.5;
+        // Buffers of coordinates hold coordinates of their axis (binding checks them);
+        // others a pattern of small values, negative ones included.
+        let coords_of = buf
+            .coordinates_of
+            .as_ref()
+            .map(|a| extent(p.axis(a).expect("declared").kind.coord_extent()).max(1));
+        let value = |k: usize| match coords_of {
+            Some(n) => (k * 37 % n) as f64,
+            None => ((k * 37 % 11) as f64 - 5.0) * 0.5,
+        };
         if axes.iter().all(|a| a.kind.parent().is_none()) {
             let len = shape.iter().product();
             out.insert(
