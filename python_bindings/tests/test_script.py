@@ -224,3 +224,32 @@ def test_attach_builds_the_hypergnn_attach_example():
         with T.kernel("bad_attach"):
             I = T.dense_fixed("m")
             T.attach(I, I)
+
+
+def test_coordinates_of_indexes_unchecked_and_is_checked_when_bound():
+    def gather(declared):
+        with T.kernel("gather") as K:
+            I = T.dense_fixed("m")
+            J = T.dense_fixed("n")
+            idx = T.match_sparse_buffer((I,), "int64", coordinates_of=J if declared else None)
+            x = T.match_sparse_buffer((J,), "float64")
+            y = T.match_sparse_buffer((I,), "float64")
+            with T.sp_iter([I], "S", "g") as [i]:
+                y[i] = x[idx[i]]
+        return K.kernel
+
+    k = gather(True)
+    assert "coordinates_of: Some(" in k.to_ron()
+    assert lacuna.Kernel.from_ron_text(k.to_ron()) == k
+    # The declared index has no range check in the kernel; the undeclared one has.
+    assert "select(" not in lacuna.lower(k, "flat")
+    assert "select(" in lacuna.lower(gather(False), "flat")
+    x = np.array([1.5, -2.0, 4.0])
+    idx = np.array([2, 0, 0, 1], dtype=np.int64)
+    np.testing.assert_array_equal(lacuna.build(k)(idx=idx, x=x)["y"], x[idx])
+    with pytest.raises(lacuna.BindError, match=r"value 3 at position 1 is not a coordinate of axis"):
+        lacuna.build(k)(idx=np.array([0, 3, 1, 1], dtype=np.int64), x=x)
+    with pytest.raises(TypeError, match="integer buffer"):
+        with T.kernel("bad"):
+            J = T.dense_fixed("n")
+            T.match_sparse_buffer((J,), "float64", coordinates_of=J)

@@ -369,7 +369,7 @@ class Buffer:
 
     def __init__(self, builder: "KernelBuilder", axes: Sequence[Axis], dtype: Any, role: str | None,
                  name: str | None, encoding: str | None, default_value: float | None,
-                 extra_storage: int):
+                 extra_storage: int, coordinates_of: "Axis | None" = None):
         self.builder = builder
         self.axes = list(axes)
         for a in self.axes:
@@ -382,6 +382,11 @@ class Buffer:
             raise ValueError(f"role must be 'input', 'output' or 'alloc', not {role!r}")
         self.dtype, self.role, self.name = dt, role, name
         self.encoding, self.default_value, self.extra_storage = encoding, default_value, extra_storage
+        if coordinates_of is not None and not isinstance(coordinates_of, Axis):
+            raise TypeError(f"coordinates_of must be an Axis, not {coordinates_of!r}")
+        if coordinates_of is not None and not dt.startswith("int"):
+            raise TypeError(f"coordinates_of needs an integer buffer, not {dt}")
+        self.coordinates_of = coordinates_of
         self.written = False
 
     def _index(self, idx: Any) -> tuple:
@@ -416,6 +421,8 @@ class Buffer:
             parts.append(f"extra_storage: {int(self.extra_storage)}")
         if self.encoding is not None:
             parts.append(f"encoding: Some({_ron(self.encoding)})")
+        if self.coordinates_of is not None:
+            parts.append(f"coordinates_of: Some({_ron(self.coordinates_of.name)})")
         return f"({', '.join(parts)})"
 
     def __repr__(self) -> str:
@@ -578,16 +585,20 @@ class KernelBuilder:
 
     def match_sparse_buffer(self, *args: Any, name: str | None = None, role: str | None = None,
                             encoding: str | None = None, default_value: float | None = None,
-                            extra_storage: int = 0) -> Buffer:
+                            extra_storage: int = 0, coordinates_of: Axis | None = None) -> Buffer:
         """A buffer bound to an argument: ``match_sparse_buffer([name,] axes, dtype="float64")``.
         With ``encoding`` (a preset such as ``"csr"`` or an MLIR encoding) the axes are its
-        dense dimensions and the encoding says how it is stored."""
+        dense dimensions and the encoding says how it is stored. With ``coordinates_of=J`` an
+        integer input holds coordinates of axis ``J``: each value is checked when bound
+        (``BindError`` names the first outside), and ``x[idx[i]]`` over a dense axis of that
+        extent then needs no range check in the kernel."""
         if args and isinstance(args[0], str):
             name, args = args[0], args[1:]
         if not args:
             raise TypeError("match_sparse_buffer needs the buffer's axes")
         axes, dtype = args[0], (args[1] if len(args) > 1 else "float64")
-        b = Buffer(self, axes, dtype, role, name, encoding, default_value, extra_storage)
+        b = Buffer(self, axes, dtype, role, name, encoding, default_value, extra_storage,
+                   coordinates_of)
         self.buffers.append(b)
         return b
 
