@@ -152,6 +152,21 @@ fn bad_declarations_are_verify_errors() {
             other => panic!("expected a coordinates_of error, got {other:?}"),
         }
     }
+    // Bound without verification, they are bind errors, not panics.
+    let inputs = gather_inputs(&[0], &[1.0], &[2.0]);
+    let err = bind(&gather(Some("K"), "I64"), &inputs, &BTreeMap::new())
+        .expect_err("an unknown axis does not bind");
+    assert!(
+        matches!(&err, BindError::Structure { buffer, axis, reason }
+            if buffer == "idx" && axis == "K" && reason.contains("no such axis")),
+        "{err:?}"
+    );
+    let err = bind(&gather(Some("J"), "F64"), &inputs, &BTreeMap::new())
+        .expect_err("float coordinates do not bind");
+    assert!(
+        matches!(&err, BindError::Structure { reason, .. } if reason.contains("integer")),
+        "{err:?}"
+    );
     let mut p = gather(None, "I64");
     let y = p.buffers.iter_mut().find(|b| b.name == "y").expect("y");
     y.dtype = lacuna::ir::DType::I64;

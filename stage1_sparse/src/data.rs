@@ -855,9 +855,13 @@ fn validate_coordinates(p: &Program, bindings: &dyn Structure) -> Result<(), Bin
         let Some(values) = bindings.values(&buf.name) else {
             continue;
         };
-        let a = p
-            .axis(axis)
-            .expect("verified programs name only declared axes");
+        // Verification refuses both; an unverified program gets the error here.
+        let refused = |reason: &str| BindError::Structure {
+            buffer: buf.name.clone(),
+            axis: axis.clone(),
+            reason: format!("coordinates_of: {reason}"),
+        };
+        let a = p.axis(axis).ok_or_else(|| refused("no such axis"))?;
         let extent = size_value(a.kind.coord_extent(), bindings.params()).ok_or_else(|| {
             BindError::UnboundParam {
                 param: a.kind.coord_extent().to_string(),
@@ -868,8 +872,9 @@ fn validate_coordinates(p: &Program, bindings: &dyn Structure) -> Result<(), Bin
             ArrayView::I64(v) => v.iter().position(|&x| outside(x)),
             ArrayView::I32(v) => v.iter().position(|&x| outside(x.into())),
             ArrayView::I8(v) => v.iter().position(|&x| outside(x.into())),
-            // Verification admits integer buffers only.
-            ArrayView::F32(_) | ArrayView::F64(_) => Some(0).filter(|_| !values.is_empty()),
+            ArrayView::F32(_) | ArrayView::F64(_) => {
+                return Err(refused("only integer buffers hold coordinates"))
+            }
         };
         if let Some(position) = bad {
             let value = values.get(position).map_or(0, Scalar::as_i64);
