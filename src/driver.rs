@@ -1187,16 +1187,9 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         }
     }
     if p.name == "spmv" && sliced_rows(data) {
-        trace.extend(spmv_sell_trace(nnz >= PARALLEL_MIN_NNZ));
-        let file = ScheduleFile {
-            version: 1,
-            kernel: p.name.clone(),
-            trace,
-        };
-        if Schedule::replay(p, &file.trace).is_ok() {
+        if let Some(file) = replayable(p, spmv_sell_trace(nnz >= PARALLEL_MIN_NNZ)) {
             return Some(file);
         }
-        trace = Vec::new();
     }
     if p.name == "spmv" {
         // Long rows, or rows gathering from L1, lose with masked lanes on some hosts.
@@ -1249,17 +1242,24 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                 .unwrap_or_default(),
         );
     }
+    (!trace.is_empty())
+        .then(|| replayable(p, trace))
+        .flatten()
+        .or_else(|| {
+            (nnz >= PARALLEL_MIN_NNZ)
+                .then(|| parallel_rows_schedule(p))
+                .flatten()
+        })
+}
+
+/// `trace` as a schedule file of `p`, if it replays on `p`.
+fn replayable(p: &Program, trace: Vec<lacuna_schedule::Instruction>) -> Option<ScheduleFile> {
     let file = ScheduleFile {
         version: 1,
         kernel: p.name.clone(),
         trace,
     };
-    if file.trace.is_empty() || Schedule::replay(p, &file.trace).is_err() {
-        return (nnz >= PARALLEL_MIN_NNZ)
-            .then(|| parallel_rows_schedule(p))
-            .flatten();
-    }
-    Some(file)
+    Schedule::replay(p, &file.trace).is_ok().then_some(file)
 }
 
 /// Whether SpMV's built-in schedule runs `A` as sliced ELL ([`SPMV_SELL`]): on hosts that
@@ -1270,14 +1270,13 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
 /// ([`SPMV_PREFETCH_MIN_SCATTERED`]: a stencil's gathers stream through `x` without a
 /// software prefetch), or the rows are uniform (sorting them by length keeps their order).
 pub fn sliced_rows(data: &DataStats) -> bool {
-    data.gathers_rows
-        && (data.gathered_bytes < SPMV_SELL_MAX_GATHER_BYTES
-            || data.scattered_permille < SPMV_PREFETCH_MIN_SCATTERED
-            || data.row_changes_permille < SPMV_SELL_MIN_ROW_CHANGES)
-        && data.rows > 0
-        && data.mean_row() < SPMV_SELL_MAX_ROW
-        && (data.row_changes_permille >= SPMV_SELL_MIN_ROW_CHANGES
-            || data.mean_row() >= SPMV_SELL_UNIFORM_MIN_ROW)
+    let uniform = data.row_changes_permille < SPMV_SELL_MIN_ROW_CHANGES;
+    let mean = data.mean_row();
+    let lengths = mean < SPMV_SELL_MAX_ROW && (!uniform || mean >= SPMV_SELL_UNIFORM_MIN_ROW);
+    let gathers = data.gathered_bytes < SPMV_SELL_MAX_GATHER_BYTES
+        || data.scattered_permille < SPMV_PREFETCH_MIN_SCATTERED
+        || uniform;
+    data.gathers_rows && data.rows > 0 && lengths && gathers
 }
 
 /// The decomposition of SpMV's sliced ELL schedule: SELL-8-1024, groups of 8 rows (one per f64
@@ -1368,15 +1367,13 @@ pub fn parallel_rows_schedule(p: &Program) -> Option<ScheduleFile> {
         return None;
     }
     let it = p.iterations().into_iter().next()?;
-    let file = ScheduleFile {
-        version: 1,
-        kernel: p.name.clone(),
-        trace: vec![lacuna_schedule::Instruction::Parallel {
+    // Only when legal (independent iterations).
+    replayable(
+        p,
+        vec![lacuna_schedule::Instruction::Parallel {
             r#loop: format!("{}:{}", it.name, it.vars.first()?),
         }],
-    };
-    // Only when legal (independent iterations).
-    Schedule::replay(p, &file.trace).ok().map(|_| file)
+    )
 }
 
 /// Like [`run_kernel`], with a schedule applied first.
