@@ -1463,11 +1463,27 @@ pub fn run_coiteration(
         _ => None,
     };
     compile_seconds += t2.elapsed().as_secs_f64();
-    let fresh = b.clone();
+    // The arrays every function only reads stay bound across runs, as a caller running the
+    // kernel repeatedly keeps its operands; the others (results, scratch) and the parameters
+    // start each run as bound.
+    let read_only = read_only_buffers(&k);
+    let fresh = Bindings {
+        params: b.params.clone(),
+        axes: BTreeMap::new(),
+        buffers: b
+            .buffers
+            .iter()
+            .filter(|(name, _)| !read_only.contains(name.as_str()))
+            .map(|(name, a)| (name.clone(), a.clone()))
+            .collect(),
+    };
     let mut run_seconds = Vec::new();
     let mut result = None;
     for _ in 0..repeat.max(1) {
-        b = fresh.clone();
+        b.params = fresh.params.clone();
+        for (name, a) in &fresh.buffers {
+            b.buffers.insert(name.clone(), a.clone());
+        }
         // Each run after the first writes into the previous run's result, as a caller
         // running the kernel repeatedly would reuse it; the first runs into fresh memory.
         if let Some(previous) = result.take() {
@@ -1491,6 +1507,29 @@ pub fn run_coiteration(
         outputs,
         params: b.params,
     })
+}
+
+/// The buffers that every function of `k` declares as inputs (none writes them).
+fn read_only_buffers(k: &lacuna_stage2::coiter::CoKernel) -> std::collections::BTreeSet<String> {
+    use lacuna_stage2::ir::BufferKind;
+    let funcs: Vec<&lacuna_stage2::ir::Func> = std::iter::once(&k.compute)
+        .chain(k.count.as_ref())
+        .chain(k.one_pass.as_ref())
+        .collect();
+    let input = |f: &lacuna_stage2::ir::Func, name: &str| {
+        f.buffers.iter().any(|d| {
+            d.name == name && matches!(d.kind, BufferKind::Values(lacuna_stage1::Role::Input))
+        })
+    };
+    funcs
+        .iter()
+        .flat_map(|f| f.buffers.iter().map(|d| d.name.clone()))
+        .filter(|name| {
+            funcs
+                .iter()
+                .all(|f| !f.buffers.iter().any(|d| &d.name == name) || input(f, name))
+        })
+        .collect()
 }
 
 /// Up to this many threads a co-iteration kernel with a one-pass function runs it serially;

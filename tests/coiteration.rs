@@ -776,6 +776,47 @@ fn recycled_results_equal_fresh_ones() {
     }
 }
 
+/// `run_coiteration` with several repeats keeps the operands bound across runs and restores
+/// everything else: the last run's result equals a single run's, for a sparse result (written
+/// into the recycled storage) and a dense one, at one and three threads, compiled and
+/// interpreted.
+#[test]
+fn repeated_runs_equal_one_run() {
+    let (m, n) = (40, 30);
+    let bits: Vec<bool> = (0..200).map(|x| (x * 37 + 11) % 7 < 3).collect();
+    let inputs = rough_pair(
+        (m, n),
+        &pattern(m, n, &bits),
+        1,
+        (m, n),
+        &pattern(m, n, &bits[5..]),
+        2,
+    );
+    let programs = [
+        kernel("spadd", &[("A", "csr")], None),
+        matrix_kernel("dense_sum", "C[i, j] = A[i, j] + B[i, j]", "F64", "None"),
+    ];
+    for p in &programs {
+        for (threads, target) in [(1, Target::Jit), (3, Target::Jit), (1, Target::Interp)] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
+            let run = |repeat| {
+                pool.install(|| run_coiteration(p, &inputs, &BTreeMap::new(), target, repeat))
+                    .expect("runs")
+            };
+            let (once, four) = (run(1), run(4));
+            assert_eq!(four.run_seconds.len(), 4);
+            assert_eq!(
+                four.outputs, once.outputs,
+                "{}: {threads} threads, {target:?}",
+                p.name
+            );
+        }
+    }
+}
+
 #[test]
 fn spgemm_and_masked_spgemm_match_the_dense_reference() {
     let strategy = (
