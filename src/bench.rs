@@ -316,6 +316,8 @@ pub struct Matrix {
     pub scattered_permille: usize,
     /// [`driver::row_length_changes`] of its entries, likewise.
     pub row_changes_permille: usize,
+    /// [`driver::diagonal_count`] of its entries, likewise.
+    pub diagonals: usize,
 }
 
 impl Matrix {
@@ -347,11 +349,13 @@ impl Matrix {
         coo.values = ArrayData::F64(coo.values.to_f64_vec());
         let scattered_permille = driver::scattered_gathers(&coo);
         let row_changes_permille = driver::row_length_changes(&coo);
+        let diagonals = driver::diagonal_count(&coo);
         Matrix {
             name,
             coo,
             scattered_permille,
             row_changes_permille,
+            diagonals,
         }
     }
 
@@ -801,6 +805,7 @@ pub fn run_bench(
                                     },
                                     scattered_permille: m.scattered_permille,
                                     row_changes_permille: m.row_changes_permille,
+                                    diagonals: m.diagonals,
                                     ..driver::DataStats::host()
                                 };
                                 own = compile_kernel(

@@ -798,6 +798,27 @@ pub struct DataStats {
     /// Whether the host gathers scattered vector lanes cheaply enough for sparse rows to run
     /// across lanes ([`lacuna_target::host_gathers_rows`]; see [`SPMV_SELL_MAX_ROW`]).
     pub gathers_rows: bool,
+    /// Distinct diagonals (`column - row`) holding an entry of the 2-D sparse input with the
+    /// most entries: see [`diagonal_count`].
+    pub diagonals: usize,
+}
+
+/// The number of distinct diagonals (`column - row`) of the 2-D tensor `a` that hold a stored
+/// entry: a few for stencils and banded matrices stored by diagonal, thousands for meshes
+/// numbered otherwise, graphs and random matrices. 0 for tensors that are not 2-D.
+pub fn diagonal_count(a: &CooTensor) -> usize {
+    let (Some(r), Some(c), &[rows, cols]) = (a.coords.first(), a.coords.get(1), &a.shape[..])
+    else {
+        return 0;
+    };
+    let shift = rows.saturating_sub(1);
+    let mut seen = vec![false; (rows + cols).saturating_sub(1)];
+    for (&row, &col) in r.iter().zip(c).take(a.nnz()) {
+        if let Some(s) = (col + shift).checked_sub(row).and_then(|k| seen.get_mut(k)) {
+            *s = true;
+        }
+    }
+    seen.iter().filter(|&&s| s).count()
 }
 
 /// The share, in thousandths, of the rows of the 2-D tensor `a` (after the first) whose number
@@ -939,6 +960,7 @@ impl DataStats {
             gathered_bytes,
             scattered_permille,
             row_changes_permille,
+            diagonals: matrix.map_or(0, diagonal_count),
             ..DataStats::host()
         }
     }
@@ -1186,6 +1208,11 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             });
         }
     }
+    if p.name == "spmv" && by_diagonals(data) {
+        if let Some(file) = replayable(p, spmv_lanes_trace(SPMV_DIA, nnz >= PARALLEL_MIN_NNZ)) {
+            return Some(file);
+        }
+    }
     if p.name == "spmv" && sliced_rows(data) {
         if let Some(file) = replayable(p, spmv_sell_trace(nnz >= PARALLEL_MIN_NNZ)) {
             return Some(file);
@@ -1262,6 +1289,40 @@ fn replayable(p: &Program, trace: Vec<lacuna_schedule::Instruction>) -> Option<S
     Schedule::replay(p, &file.trace).is_ok().then_some(file)
 }
 
+/// Whether SpMV's built-in schedule stores `A` by diagonal ([`SPMV_DIA`]): when its entries lie
+/// on at most [`SPMV_DIA_MAX_DIAGONALS`] diagonals that hold at least 1 /
+/// [`SPMV_DIA_MAX_FILL`] of their slots (stencils, banded matrices numbered along the band).
+/// Its rows then run as vector lanes that read `x` contiguously, without column indices:
+/// `lacuna bench`, min of 100 (20 on the large one), ms, one / two threads, built-in
+/// (sliced ELL or row by row) → `(dia 16 8)` (session 16, znver5): lap3d-mid (7 diagonals,
+/// every slot but the border's full) 0.89 / 0.44 → 0.35 / 0.18, lap2d-mid (5) 1.14 / 0.58 →
+/// 0.40 / 0.19, lap3d-large (19M entries, `x` 22 MB) 13.2 / 7.5 → 8.1 / 5.6; block4-mid (43
+/// diagonals, 1.59 slots per entry) 0.58 / 0.29 → 0.62 / 0.30 with `(dia 64 8)`.
+pub fn by_diagonals(data: &DataStats) -> bool {
+    let slots = data
+        .rows
+        .div_ceil(8)
+        .saturating_mul(8)
+        .saturating_mul(data.diagonals);
+    data.rows > 0
+        && data.nnz > 0
+        && (1..=SPMV_DIA_MAX_DIAGONALS).contains(&data.diagonals)
+        && slots as f64 <= SPMV_DIA_MAX_FILL * data.nnz as f64
+}
+
+/// The decomposition of SpMV's diagonal schedule: every entry by diagonal, rows in blocks of 8
+/// (one per f64 lane of an AVX-512 register); see [`by_diagonals`].
+pub const SPMV_DIA: &str = "(dia 32 8)";
+
+/// The most diagonals SpMV's built-in schedule stores by diagonal (see [`by_diagonals`]);
+/// [`SPMV_DIA`] holds as many.
+pub const SPMV_DIA_MAX_DIAGONALS: usize = 32;
+
+/// The most slots per stored entry with which SpMV's built-in schedule stores `A` by diagonal
+/// (a slot costs 8 bytes, an entry of CSR or sliced ELL 12 and a gather): see
+/// [`by_diagonals`].
+pub const SPMV_DIA_MAX_FILL: f64 = 1.3;
+
 /// Whether SpMV's built-in schedule runs `A` as sliced ELL ([`SPMV_SELL`]): on hosts that
 /// gather rows across lanes cheaply ([`DataStats::gathers_rows`]), for rows shorter than
 /// [`SPMV_SELL_MAX_ROW`] on average whose lengths change often ([`SPMV_SELL_MIN_ROW_CHANGES`])
@@ -1330,11 +1391,18 @@ pub const SPMV_SELL_MIN_ROW_CHANGES: usize = 100;
 /// a local cache (one vector register) added to `y` after the group, the lanes vectorized 8
 /// wide; groups in parallel when `parallel`.
 pub fn spmv_sell_trace(parallel: bool) -> Vec<lacuna_schedule::Instruction> {
+    spmv_lanes_trace(SPMV_SELL, parallel)
+}
+
+/// SpMV's schedule for a decomposition `into` of one part whose rows run as vector lanes in
+/// groups of 8 (`sell` and `dia`, whose iterators are named alike): the group's sums kept in a
+/// local cache, the lanes vectorized, the groups in parallel where `parallel`.
+pub fn spmv_lanes_trace(into: &str, parallel: bool) -> Vec<lacuna_schedule::Instruction> {
     use lacuna_schedule::Instruction as I;
     let mut trace = vec![
         I::DecomposeFormat {
             buffer: "A".into(),
-            into: SPMV_SELL.into(),
+            into: into.into(),
         },
         I::ReverseCacheWrite {
             block: "spmv_p0".into(),

@@ -18,7 +18,7 @@ use proptest::test_runner::TestRunner;
 use std::collections::BTreeMap;
 
 /// Decompositions covering every part kind: ELL buckets, split rows, a CSR remainder, BSR,
-/// padded CSR, column parts, plain CSR. The widest ELL part has 2 slots.
+/// padded CSR, sliced ELL, DIA, column parts, plain CSR. The widest ELL part has 2 slots.
 const TERMS: &[&str] = &[
     "(+ (bucket 1 2 (ell 1)) (+ (bucket 2 3 (ell 2)) (split_rows 2)))",
     "(+ (bucket 1 3 (ell 2)) remainder)",
@@ -27,6 +27,8 @@ const TERMS: &[&str] = &[
     "(padded 3)",
     "(sell 4 8)",
     "(+ (bucket 1 3 (ell 2)) (sell 2 1))",
+    "(dia 64 4)",
+    "(+ (bucket 1 3 (ell 2)) (dia 64 3))",
     "(+ (colpart 2 0 (ell 2)) (+ (colpart 2 1 (ell 1)) remainder))",
     "csr",
 ];
@@ -142,6 +144,7 @@ fn assert_parts(built: &Built, b: &Bindings, csr: &CsrMatrix, what: &str) {
             lacuna::schedule::decompose::Storage::Bsr(s) => s.values.clone(),
             lacuna::schedule::decompose::Storage::Padded(s) => s.values.clone(),
             lacuna::schedule::decompose::Storage::Sell(s) => s.values.clone(),
+            lacuna::schedule::decompose::Storage::Dia(s) => s.values.clone(),
         };
         let got = f64s(&b.buffers[&name]);
         assert_eq!(bits(&got), bits(&want), "{what}: values of {name}");
@@ -155,7 +158,7 @@ fn assert_parts(built: &Built, b: &Bindings, csr: &CsrMatrix, what: &str) {
     for (buffer, data) in reference
         .buffers
         .iter()
-        .filter(|(n, _)| n.ends_with(".row") || n.ends_with(".col"))
+        .filter(|(n, _)| n.ends_with(".row") || n.ends_with(".col") || n.ends_with(".off"))
     {
         assert_eq!(
             b.buffers.get(buffer),
@@ -395,6 +398,7 @@ proptest! {
                     Storage::Bsr(s) => &mut s.values,
                     Storage::Padded(s) => &mut s.values,
                     Storage::Sell(s) => &mut s.values,
+                    Storage::Dia(s) => &mut s.values,
                 };
                 prop_assert!(values.iter().all(|v| v.to_bits() == 0), "{}: values copied", term);
                 prop_assert_eq!(values.len(), src.len());

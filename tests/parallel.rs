@@ -812,6 +812,130 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
     }
 }
 
+/// SpMV's built-in schedule stores a matrix whose entries lie on few, well-filled diagonals (a
+/// stencil) by diagonal, its blocks of rows in parallel; other matrices keep their schedules.
+/// The DIA kernel gives the interpreters' results (to rounding) at 1 to 4 threads on a
+/// rectangular stencil with holes, an empty row and a row count that is not a multiple of the
+/// lanes, whose columns reach past both ends of `x` for the first and last rows; its blocks' sums stay in registers (no guard in the vector loop), and the only guard
+/// left on `y` is the write-back's.
+#[test]
+fn builtin_spmv_stores_stencils_by_diagonal() {
+    use lacuna::driver::{
+        builtin_schedule, by_diagonals, diagonal_count, run_kernel, DataStats,
+        SPMV_DIA_MAX_DIAGONALS as D, SPMV_DIA_MAX_FILL as F,
+    };
+    let p = example("spmv");
+    let dia = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace.iter().any(|t| {
+            matches!(t, lacuna::schedule::Instruction::DecomposeFormat { into, .. } if into.starts_with("(dia"))
+        })
+    };
+    let parallel = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace
+            .iter()
+            .any(|t| matches!(t, lacuna::schedule::Instruction::Parallel { .. }))
+    };
+    // (rows, entries, diagonals, stored by diagonal); 8 rows per block, so `rows * diagonals`
+    // slots for a multiple of 8.
+    let full = |d: usize| 8000 * d;
+    for (rows, nnz, diagonals, want) in [
+        (8000, full(7), 7, true),
+        (8000, full(D), D, true),
+        (8000, full(D + 1), D + 1, false),
+        (8000, (full(7) as f64 / F) as usize + 1, 7, true),
+        (8000, (full(7) as f64 / F) as usize - 1, 7, false),
+        (8000, 0, 0, false),
+        (0, 0, 0, false),
+        // Not a multiple of 8: the last block's spare lanes count as slots.
+        (8001, 8001 * 5, 5, true),
+    ] {
+        let stats = DataStats {
+            rows,
+            nnz,
+            diagonals,
+            row_changes_permille: 500,
+            gathers_rows: true,
+            vector_masks: true,
+            gathered_bytes: 1 << 20,
+            scattered_permille: 1000,
+            ..Default::default()
+        };
+        assert_eq!(by_diagonals(&stats), want, "{stats:?}");
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(dia(&s), want, "{stats:?}: {:?}", s.trace);
+        if want {
+            assert_eq!(parallel(&s), nnz >= lacuna::driver::PARALLEL_MIN_NNZ);
+        }
+    }
+    // A 5003 x 5010 stencil on diagonals -9, -1, 0, 2 and 7, with holes and row 500 empty
+    // (enough entries to run in parallel).
+    let (m, n) = (5003, 5010);
+    let mut e = Vec::new();
+    for i in 0..m {
+        for off in [-9i64, -1, 0, 2, 7] {
+            let j = i as i64 + off;
+            if (0..n as i64).contains(&j) && i != 500 && !(i * 7 + j as usize).is_multiple_of(23) {
+                e.push((
+                    i,
+                    j as usize,
+                    ((i + 3 * j as usize) % 19) as f64 / 4.0 - 2.3,
+                ));
+            }
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &e))),
+        ("x".to_string(), dense(vec![n], 5)),
+    ]);
+    let stats = DataStats::of(&inputs);
+    assert_eq!(stats.diagonals, 5);
+    assert_eq!(diagonal_count(&coo(m, n, &e)), 5);
+    let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+    assert!(dia(&s) && parallel(&s), "{:?}", s.trace);
+    let text = {
+        let sched = lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+        lacuna::stage2::print_func(&sched.stage2().expect("lowers"))
+    };
+    let vector = text
+        .split("vectorized for")
+        .nth(1)
+        .and_then(|t| t.split("for i.p0.y_local").next())
+        .expect("a vector loop, then the write-back");
+    assert!(!vector.contains("if "), "{vector}");
+    assert!(text.contains("if _p0.y_local >= 0"), "{text}");
+    let reference = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+    let reference = reference.outputs["y"].values().to_f64_vec();
+    let mut first = None;
+    for threads in 1..=4 {
+        let got = spmv_jit(&p, &s, &inputs, threads);
+        assert_close(&got, &reference, &format!("{threads} threads"));
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
+        }
+    }
+}
+
+/// `diagonal_count`: distinct `column - row` of the stored entries; 0 for other ranks.
+#[test]
+fn diagonal_count_counts_distinct_offsets() {
+    use lacuna::driver::diagonal_count;
+    assert_eq!(
+        diagonal_count(&coo(
+            3,
+            5,
+            &[(0, 4, 1.0), (1, 0, 1.0), (2, 1, 1.0), (2, 4, 1.0)]
+        )),
+        3
+    );
+    assert_eq!(diagonal_count(&coo(4, 4, &[])), 0);
+    let mut cube = coo(2, 2, &[(0, 1, 1.0)]);
+    cube.shape.push(2);
+    cube.coords.push(vec![0]);
+    assert_eq!(diagonal_count(&cube), 0);
+}
+
 /// `row_length_changes`: rows of one length read 0, lengths changing on every row 1000, a
 /// change on one row in four 250 (rounded down); degenerate tensors give 0.
 #[test]

@@ -255,6 +255,62 @@ fn sell_groups_sorted_rows_into_lane_major_steps() {
     assert!(cost(&stats, "(sell 2 8)") < cost(&stats, "(sell 2 1)"));
 }
 
+/// DIA: the distinct diagonals in increasing order; every matrix row in blocks of `lanes`, each
+/// block one run of `lanes` slots per diagonal; padding (no entry on that diagonal, a column
+/// outside the matrix, a row past the last) masked out with value 0.
+#[test]
+fn dia_stores_rows_in_blocks_by_diagonal() {
+    // 5 x 6, diagonals -1, 0 and 2; row 3 empty; (4, 3) on -1, (1, 3) on 2.
+    let m = CsrMatrix::from_triples(
+        5,
+        6,
+        &[
+            (0, 0, 1.0),
+            (0, 2, 2.0),
+            (1, 0, 3.0),
+            (1, 1, 4.0),
+            (1, 3, 5.0),
+            (2, 2, 6.0),
+            (4, 3, 7.0),
+            (4, 4, 8.0),
+        ],
+    )
+    .unwrap();
+    let parts = check_reproduces(&m, &"(dia 3 2)".parse().unwrap());
+    let [Part {
+        storage: Storage::Dia(s),
+        accumulate: false,
+        ..
+    }] = parts.as_slice()
+    else {
+        panic!("expected one DIA part, got {parts:?}")
+    };
+    assert_eq!(s.offsets, vec![-1, 0, 2]);
+    assert_eq!((s.lanes, s.n_rows, s.blocks()), (2, 5, 3));
+    // Block b, diagonal k, lane l at (b * 3 + k) * 2 + l.
+    #[rustfmt::skip]
+    assert_eq!(
+        s.values,
+        vec![
+            0.0, 3.0, /* -1 */ 1.0, 4.0, /* 0 */ 2.0, 5.0, // rows 0, 1
+            0.0, 0.0, /* -1 */ 6.0, 0.0, /* 0 */ 0.0, 0.0, // rows 2, 3
+            7.0, 0.0, /* -1 */ 8.0, 0.0, /* 0 */ 0.0, 0.0, // row 4, past the last
+        ]
+    );
+    assert_eq!(
+        s.mask.iter().filter(|&&x| x).count(),
+        m.nnz(),
+        "one slot per entry"
+    );
+    assert_eq!((s.position(12), s.position(13)), ((4, 3), (5, 4)));
+    // Fewer diagonals than the part may hold; the cost counts slots, not entries.
+    let stats = MatrixStats::of(&m).unwrap();
+    assert_eq!(stats.diagonals, 3);
+    assert!(cost(&stats, "(dia 3 8)") > cost(&stats, "(dia 3 2)"));
+    check_reproduces(&m, &"(dia 64 1)".parse().unwrap());
+    check_reproduces(&m, &"(+ (bucket 3 4 (ell 3)) (dia 3 4))".parse().unwrap());
+}
+
 fn cost(stats: &MatrixStats, text: &str) -> f64 {
     estimate(stats, &text.parse().unwrap()).total(&CostWeights::default())
 }

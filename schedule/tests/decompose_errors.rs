@@ -60,9 +60,51 @@ fn out_of_range_parameters_are_rejected() {
     bad("(sell 0 4)", "sell", "lanes");
     bad("(sell 65 4)", "sell", "lanes");
     bad("(sell 8 0)", "sell", "sigma");
+    bad("(dia 0 8)", "dia", "diagonals");
+    bad("(dia 65 8)", "dia", "diagonals");
+    bad("(dia 8 0)", "dia", "lanes");
+    bad("(dia 8 65)", "dia", "lanes");
     bad("(+ (bucket 3 3 (ell 2)) csr)", "bucket", "hi");
     bad("(+ (colpart 0 0 csr) csr)", "colpart", "parts");
     bad("(+ (colpart 2 2 csr) csr)", "colpart", "part");
+}
+
+/// A `dia` part refuses entries on more diagonals than it stores, naming the count and the
+/// first diagonal beyond, whatever the cost model thought of it (a cost too large to choose).
+#[test]
+fn dia_parts_refuse_too_many_diagonals() {
+    // Diagonals -1, 0, 2 and 3.
+    let m = CsrMatrix::from_triples(
+        4,
+        6,
+        &[
+            (0, 0, 1.0),
+            (0, 2, 2.0),
+            (1, 0, 3.0),
+            (1, 4, 4.0),
+            (2, 5, 5.0),
+        ],
+    )
+    .unwrap();
+    let d: Decomposition = "(dia 3 4)".parse().unwrap();
+    match materialize(&m, &d) {
+        Err(DecomposeError::TooManyDiagonals {
+            found: 4,
+            limit: 3,
+            first_beyond: 3,
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    let stats = MatrixStats::of(&m).unwrap();
+    assert_eq!(stats.diagonals, 4);
+    let never = estimate(&stats, &d);
+    assert!(never.bytes >= lacuna_schedule::decompose::UNCONVERTIBLE && never.padding.is_finite());
+    let fits = estimate(&stats, &"(dia 4 4)".parse().unwrap());
+    assert!(fits.bytes < never.bytes, "{fits:?}");
+    // Entries left by an earlier part count, not the whole matrix's: ELL takes each row's first
+    // entry, leaving diagonals 2 and 3.
+    let parts = materialize(&m, &"(+ (ell 1) (dia 2 4))".parse().unwrap()).unwrap();
+    assert_eq!(bits(to_coo(&parts)), bits(m.to_triples().unwrap()));
 }
 
 #[test]
@@ -238,6 +280,9 @@ fn leaf() -> impl Strategy<Value = Layout> {
         param(5).prop_map(|tile| Layout::Padded { tile }),
         param(6).prop_map(|width| Layout::SplitRows { width }),
         (param(10), param(9)).prop_map(|(lanes, sigma)| Layout::Sell { lanes, sigma }),
+        // As many diagonals as any generated matrix has (or an out-of-range count).
+        (prop_oneof![9 => Just(64u32), 1 => Just(0)], param(10))
+            .prop_map(|(diagonals, lanes)| Layout::Dia { diagonals, lanes }),
     ]
 }
 

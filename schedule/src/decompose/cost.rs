@@ -68,6 +68,11 @@ impl Cost {
     }
 }
 
+/// The bytes and work of a part that its conversion would refuse (a `dia` part of a matrix
+/// with more diagonals): finite, so that weighted sums stay comparable, and larger than any
+/// real part's.
+pub const UNCONVERTIBLE: f64 = 1e30;
+
 /// Estimates the cost of `decomposition` on the matrix described by `stats`.
 pub fn estimate(stats: &MatrixStats, decomposition: &Decomposition) -> Cost {
     eval_layout(decomposition.layout(), &Region::whole(stats), stats).0
@@ -91,6 +96,7 @@ pub(crate) enum Op {
     Padded(u32),
     SplitRows(u32),
     Sell(u32, u32),
+    Dia(u32, u32),
     Bucket(u32, u32),
     ColPart(u32, u32),
     Sum,
@@ -106,6 +112,7 @@ impl Op {
             Layout::Padded { tile } => (Op::Padded(*tile), vec![]),
             Layout::SplitRows { width } => (Op::SplitRows(*width), vec![]),
             Layout::Sell { lanes, sigma } => (Op::Sell(*lanes, *sigma), vec![]),
+            Layout::Dia { diagonals, lanes } => (Op::Dia(*diagonals, *lanes), vec![]),
             Layout::Bucket { lo, hi, inner } => (Op::Bucket(*lo, *hi), vec![&**inner]),
             Layout::ColPart { parts, part, inner } => (Op::ColPart(*parts, *part), vec![&**inner]),
             Layout::Sum(a, b) => (Op::Sum, vec![&**a, &**b]),
@@ -162,6 +169,7 @@ pub(crate) fn eval_op(
         }
         Op::Csr
         | Op::Remainder
+        | Op::Dia(..)
         | Op::Ell(_)
         | Op::Bsr(_)
         | Op::Padded(_)
@@ -285,6 +293,30 @@ fn leaf(op: Op, region: &Region, stats: &MatrixStats) -> (Cost, Region) {
                     + INDEX_BYTES * groups * lanes_f,
                 padding: (slots - nnz).max(0.0),
                 work: slots + ROW_BOUNDS * groups + rows,
+            };
+            (cost, empty)
+        }
+        Op::Dia(most, _) if stats.diagonals > most as usize => {
+            // The conversion would fail (a part of the matrix may have fewer diagonals, but the
+            // whole matrix's are what the statistics know): never chosen.
+            let never = Cost {
+                bytes: UNCONVERTIBLE,
+                padding: 0.0,
+                work: UNCONVERTIBLE,
+            };
+            (never, empty)
+        }
+        Op::Dia(_, lanes) => {
+            // Every row of the matrix in blocks of `lanes`, one slot per diagonal and row; no
+            // column indices, one offset per diagonal.
+            let lanes_f = f64::from(lanes.max(1));
+            let blocks = (n_rows / lanes_f).ceil();
+            let diagonals = stats.diagonals as f64;
+            let slots = blocks * lanes_f * diagonals;
+            let cost = Cost {
+                bytes: VALUE_BYTES * slots + INDEX_BYTES * diagonals,
+                padding: (slots - nnz).max(0.0),
+                work: slots + ROW_BOUNDS * blocks,
             };
             (cost, empty)
         }

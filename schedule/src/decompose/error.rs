@@ -120,4 +120,14 @@ pub enum DecomposeError {
         /// The limit.
         limit: usize,
     },
+    /// A `dia` part got entries on more diagonals than it may store.
+    #[error("part `dia {limit}` would store entries on {found} diagonals, more than {limit} (first beyond: column - row = {first_beyond})")]
+    TooManyDiagonals {
+        /// Distinct diagonals of the part's entries.
+        found: usize,
+        /// The most the part stores.
+        limit: usize,
+        /// The diagonal (in increasing order) past the limit.
+        first_beyond: i64,
+    },
 }

@@ -125,6 +125,7 @@ pub(crate) fn op_of(egraph: &EGraph<Format, ()>, node: &Format) -> Option<(Op, V
         Format::Padded(t) => (Op::Padded(num(*t)?), vec![]),
         Format::SplitRows(w) => (Op::SplitRows(num(*w)?), vec![]),
         Format::Sell([c, s]) => (Op::Sell(num(*c)?, num(*s)?), vec![]),
+        Format::Dia([d, c]) => (Op::Dia(num(*d)?, num(*c)?), vec![]),
         Format::Bucket([lo, hi, f]) => (Op::Bucket(num(*lo)?, num(*hi)?), vec![*f]),
         Format::ColPart([k, p, f]) => (Op::ColPart(num(*k)?, num(*p)?), vec![*f]),
         Format::Sum([a, b]) => (Op::Sum, vec![*a, *b]),
@@ -143,6 +144,7 @@ pub(crate) fn build(op: Op, kids: Vec<Layout>) -> Option<Layout> {
         Op::Padded(tile) => Layout::Padded { tile },
         Op::SplitRows(width) => Layout::SplitRows { width },
         Op::Sell(lanes, sigma) => Layout::Sell { lanes, sigma },
+        Op::Dia(diagonals, lanes) => Layout::Dia { diagonals, lanes },
         Op::Bucket(lo, hi) => Layout::Bucket {
             lo,
             hi,

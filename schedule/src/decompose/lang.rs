@@ -16,6 +16,12 @@ pub const MAX_DEPTH: usize = 128;
 /// The most lanes (rows per group) of a `sell` part.
 pub const MAX_SELL_LANES: u32 = 64;
 
+/// The most diagonals of a `dia` part.
+pub const MAX_DIA_DIAGONALS: u32 = 64;
+
+/// The most lanes (rows per block) of a `dia` part.
+pub const MAX_DIA_LANES: u32 = 64;
+
 mod def {
     #![allow(missing_docs)]
     use egg::Id;
@@ -30,6 +36,10 @@ mod def {
         /// `(sell c s)`: every entry, as sliced ELL (SELL-C-σ): rows in groups of `c`, sorted
         /// by length within windows of `s` rows, each group padded to its longest row and
         /// stored column by column, so that the `c` rows of a group run as vector lanes.
+        /// `(dia d c)`: every entry, stored by diagonal (DIA): the context's entries lie on at
+        /// most `d` diagonals (column minus row); rows in blocks of `c`, each block holding one
+        /// slot per diagonal and row, so that a block's rows run as vector lanes reading `x`
+        /// contiguously, with no column indices.
         /// `(bucket lo hi f)`: `f` on the rows whose length (in the context) is in `[lo, hi)`.
         /// `(colpart k p f)`: `f` on the entries whose column lies in part `p` of `k`.
         /// `(+ a b)`: `a`, then `b` on what `a` left.
@@ -41,6 +51,7 @@ mod def {
             "padded" = Padded(Id),
             "split_rows" = SplitRows(Id),
             "sell" = Sell([Id; 2]),
+            "dia" = Dia([Id; 2]),
             "bucket" = Bucket([Id; 3]),
             "colpart" = ColPart([Id; 3]),
             "+" = Sum([Id; 2]),
@@ -88,6 +99,18 @@ pub enum Layout {
         /// Rows per sorting window (1: rows keep their order).
         sigma: u32,
     },
+    /// Every entry, by diagonal (DIA): the distinct diagonals (`column - row`) of the
+    /// context's entries, at most `diagonals` of them (more is a conversion error), in
+    /// increasing order; the matrix rows, in blocks of `lanes`; block `b` holds, for each
+    /// diagonal `k`, one slot per lane `l` (at `(b * diagonals_used + k) * lanes + l`): the entry
+    /// of row `b * lanes + l` on diagonal `k`, or padding (value 0) where that row has none
+    /// there or lies past the last row.
+    Dia {
+        /// The most diagonals.
+        diagonals: u32,
+        /// Rows per block (vector lanes).
+        lanes: u32,
+    },
     /// `inner` on the rows whose length in the context lies in `[lo, hi)`.
     Bucket {
         /// Smallest row length (inclusive).
@@ -124,6 +147,13 @@ impl Layout {
                 let ids = [expr.add(Format::Num(*lanes)), expr.add(Format::Num(*sigma))];
                 expr.add(Format::Sell(ids))
             }
+            Layout::Dia { diagonals, lanes } => {
+                let ids = [
+                    expr.add(Format::Num(*diagonals)),
+                    expr.add(Format::Num(*lanes)),
+                ];
+                expr.add(Format::Dia(ids))
+            }
             Layout::Bucket { lo, hi, inner } => {
                 let ids = [
                     expr.add(Format::Num(*lo)),
@@ -158,7 +188,7 @@ impl Layout {
             Layout::Csr | Layout::Remainder => 1,
             Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Padded { .. } => 2,
             Layout::SplitRows { .. } => 2,
-            Layout::Sell { .. } => 3,
+            Layout::Sell { .. } | Layout::Dia { .. } => 3,
             Layout::Bucket { inner, .. } | Layout::ColPart { inner, .. } => 3 + inner.size(),
             Layout::Sum(a, b) => 1 + a.size() + b.size(),
         }
@@ -193,6 +223,10 @@ fn read(expr: &RecExpr<Format>, id: Id, depth: usize) -> Result<Layout, Decompos
         Format::Sell([c, s]) => Layout::Sell {
             lanes: num(*c)?,
             sigma: num(*s)?,
+        },
+        Format::Dia([d, c]) => Layout::Dia {
+            diagonals: num(*d)?,
+            lanes: num(*c)?,
         },
         Format::Bucket([lo, hi, f]) => Layout::Bucket {
             lo: num(*lo)?,
@@ -327,6 +361,13 @@ fn check(layout: &Layout, depth: usize) -> Result<(), DecomposeError> {
         }
         Layout::Sell { sigma: 0, .. } => Err(bad("sell", "sigma", 0, "at least 1")),
         Layout::Sell { .. } => Ok(()),
+        Layout::Dia { diagonals, .. } if !(1..=MAX_DIA_DIAGONALS).contains(diagonals) => {
+            Err(bad("dia", "diagonals", *diagonals, "from 1 to 64"))
+        }
+        Layout::Dia { lanes, .. } if !(1..=MAX_DIA_LANES).contains(lanes) => {
+            Err(bad("dia", "lanes", *lanes, "from 1 to 64"))
+        }
+        Layout::Dia { .. } => Ok(()),
         Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Padded { .. } => Ok(()),
         Layout::SplitRows { .. } => Ok(()),
         Layout::Bucket { lo, hi, inner } => {
@@ -366,7 +407,8 @@ fn cover(layout: &Layout) -> Cover {
         | Layout::Remainder
         | Layout::Padded { .. }
         | Layout::SplitRows { .. }
-        | Layout::Sell { .. } => Cover::All,
+        | Layout::Sell { .. }
+        | Layout::Dia { .. } => Cover::All,
         Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Bucket { .. } => Cover::Nothing,
         Layout::ColPart { parts, part, inner } => match cover(inner) {
             Cover::All => normalize(*parts, BTreeSet::from([*part])),

@@ -9,7 +9,9 @@
 use super::error::DecomposeError;
 use super::lang::{Decomposition, Layout};
 use super::matrix::CsrMatrix;
-use super::parts::{BsrStorage, EllStorage, Filter, PaddedStorage, Part, SellStorage, Storage};
+use super::parts::{
+    BsrStorage, DiaStorage, EllStorage, Filter, PaddedStorage, Part, SellStorage, Storage,
+};
 use super::stats::part_width;
 
 /// The most slots (entries plus padding) one part may hold.
@@ -154,6 +156,11 @@ fn walk(
         Layout::Sell { lanes, sigma } => {
             let (s, sources) = sell(csr, copy, &context, *lanes as usize, *sigma as usize)?;
             push((Storage::Sell(s), sources));
+            Ok(Vec::new())
+        }
+        Layout::Dia { diagonals, lanes } => {
+            let (s, sources) = dia(csr, copy, &context, *diagonals as usize, *lanes as usize)?;
+            push((Storage::Dia(s), sources));
             Ok(Vec::new())
         }
         Layout::Bsr { block } => {
@@ -395,6 +402,77 @@ fn sell(
                 storage.mask[slot] = true;
                 sources[slot] = source(k);
             }
+        }
+    }
+    Ok((storage, sources))
+}
+
+/// DIA of the context's entries (see [`Layout::Dia`]): its distinct diagonals, at most
+/// `diagonals` of them, over every matrix row in blocks of `lanes`.
+fn dia(
+    csr: &CsrMatrix,
+    copy: bool,
+    context: &Context,
+    diagonals: usize,
+    lanes: usize,
+) -> Result<(DiaStorage, Vec<i64>), DecomposeError> {
+    let lanes = lanes.max(1);
+    // Entry `k` of `seen` is diagonal `k - (n_rows - 1)`.
+    let shift = csr.n_rows.saturating_sub(1);
+    let mut seen = vec![false; (csr.n_rows + csr.n_cols).saturating_sub(1)];
+    for (row, positions) in context {
+        for &k in positions {
+            seen[csr.indices[k] + shift - row] = true;
+        }
+    }
+    let offsets: Vec<i64> = seen
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s)
+        .map(|(k, _)| k as i64 - shift as i64)
+        .collect();
+    if offsets.len() > diagonals {
+        return Err(DecomposeError::TooManyDiagonals {
+            found: offsets.len(),
+            limit: diagonals,
+            first_beyond: offsets[diagonals],
+        });
+    }
+    // Diagonal index of each diagonal's entry in `seen`.
+    let mut index = vec![usize::MAX; seen.len()];
+    for (d, &off) in offsets.iter().enumerate() {
+        index[(off + shift as i64) as usize] = d;
+    }
+    let blocks = csr.n_rows.div_ceil(lanes);
+    let slots = blocks
+        .checked_mul(lanes)
+        .and_then(|s| s.checked_mul(offsets.len()))
+        .filter(|s| *s <= MAX_PART_SLOTS)
+        .ok_or_else(|| {
+            too_large(
+                "dia",
+                blocks.saturating_mul(lanes).saturating_mul(offsets.len()),
+            )
+        })?;
+    let mut storage = DiaStorage {
+        lanes,
+        n_rows: csr.n_rows,
+        values: vec![0.0; slots],
+        mask: vec![false; slots],
+        offsets,
+    };
+    let mut sources = vec![-1; slots];
+    let n_diagonals = storage.offsets.len();
+    for (row, positions) in context {
+        let (b, l) = (row / lanes, row % lanes);
+        for &k in positions {
+            let d = index[csr.indices[k] + shift - row];
+            let slot = (b * n_diagonals + d) * lanes + l;
+            if copy {
+                storage.values[slot] = csr.values[k];
+            }
+            storage.mask[slot] = true;
+            sources[slot] = source(k);
         }
     }
     Ok((storage, sources))

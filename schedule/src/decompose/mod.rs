@@ -53,13 +53,15 @@ mod rules;
 mod saturate;
 mod stats;
 
-pub use cost::{estimate, Cost, CostWeights, ATOMIC, GROUP, ROW_BOUNDS};
+pub use cost::{estimate, Cost, CostWeights, ATOMIC, GROUP, ROW_BOUNDS, UNCONVERTIBLE};
 pub use error::DecomposeError;
-pub use lang::{Decomposition, Format, Layout, MAX_DEPTH, MAX_SELL_LANES};
+pub use lang::{
+    Decomposition, Format, Layout, MAX_DEPTH, MAX_DIA_DIAGONALS, MAX_DIA_LANES, MAX_SELL_LANES,
+};
 pub use materialize::{inspect, materialize, Inspection, MAX_PART_SLOTS};
 pub use matrix::CsrMatrix;
 pub use parts::{
-    to_coo, BsrStorage, EllStorage, Filter, PaddedStorage, Part, SellStorage, Storage,
+    to_coo, BsrStorage, DiaStorage, EllStorage, Filter, PaddedStorage, Part, SellStorage, Storage,
 };
 pub use rules::{hyb, rules, Candidates, Rule, MAX_CANDIDATES, MAX_PARTS, MAX_WIDTH};
 pub use saturate::{best, enumerate, saturate, saturate_csr, RunnerLimits, Saturation, StopReason};

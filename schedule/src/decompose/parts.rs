@@ -114,6 +114,43 @@ impl SellStorage {
     }
 }
 
+/// DIA storage, blocked by rows: `offsets` are the part's diagonals (`column - row`) in
+/// increasing order; block `b` of `lanes` rows holds, for each diagonal `k`, the slots
+/// `(b * offsets.len() + k) * lanes + l`, one per lane `l`, for row `b * lanes + l` and column
+/// `row + offsets[k]`. Padding slots (no entry there, a column outside the matrix, a row past
+/// the last) have `mask == false` and value 0.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DiaStorage {
+    /// Rows per block.
+    pub lanes: usize,
+    /// Rows of the matrix.
+    pub n_rows: usize,
+    /// The diagonals, increasing.
+    pub offsets: Vec<i64>,
+    /// Value of each slot.
+    pub values: Vec<f64>,
+    /// Whether each slot holds an entry.
+    pub mask: Vec<bool>,
+}
+
+impl DiaStorage {
+    /// Number of row blocks.
+    pub fn blocks(&self) -> usize {
+        self.n_rows.div_ceil(self.lanes.max(1))
+    }
+
+    /// The row and column of slot `slot` (the column may lie outside the matrix for padding).
+    pub fn position(&self, slot: usize) -> (usize, i64) {
+        let lanes = self.lanes.max(1);
+        let d = self.offsets.len().max(1);
+        let (b, l) = (slot / lanes / d, slot % lanes);
+        let k = slot / lanes % d;
+        let row = b * lanes + l;
+        let off = self.offsets.get(k).copied().unwrap_or(0);
+        (row, row as i64 + off)
+    }
+}
+
 /// The arrays of one part.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Storage {
@@ -129,6 +166,8 @@ pub enum Storage {
     Padded(PaddedStorage),
     /// `sell`.
     Sell(SellStorage),
+    /// `dia`.
+    Dia(DiaStorage),
 }
 
 /// One part of a materialized decomposition.
@@ -203,6 +242,14 @@ impl Part {
                     }
                 }
             }
+            Storage::Dia(d) => {
+                for (slot, (v, m)) in d.values.iter().zip(&d.mask).enumerate() {
+                    let (row, col) = d.position(slot);
+                    if *m && row < d.n_rows && col >= 0 {
+                        out.push((row, col as usize, *v));
+                    }
+                }
+            }
             Storage::Bsr(b) => {
                 let area = b.block.saturating_mul(b.block);
                 for (block_row, w) in b.indptr.windows(2).enumerate() {
@@ -264,6 +311,9 @@ impl Part {
                 .filter(|(_, w)| w[1] > w[0])
                 .flat_map(|(block_row, _)| block_row * b.block..(block_row + 1) * b.block)
                 .collect(),
+            // Every row, once (a lane past the last row writes nothing).
+            Storage::Dia(d) if d.offsets.is_empty() => Vec::new(),
+            Storage::Dia(d) => (0..d.n_rows).collect(),
         }
     }
 }

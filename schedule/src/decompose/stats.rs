@@ -53,6 +53,9 @@ pub struct MatrixStats {
     pub col_parts: BTreeMap<u32, Vec<Histogram>>,
     /// For each block size in [`STAT_SIZES`], the block statistics.
     pub blocks: BTreeMap<u32, BlockStats>,
+    /// Distinct diagonals (`column - row`) holding an entry.
+    #[serde(default)]
+    pub diagonals: usize,
 }
 
 impl MatrixStats {
@@ -104,6 +107,10 @@ impl MatrixStats {
             row_lengths,
             col_parts,
             blocks,
+            diagonals: diagonal_counts(indptr, indices, n_cols)
+                .iter()
+                .filter(|&&c| c > 0)
+                .count(),
         })
     }
 
@@ -117,6 +124,19 @@ impl MatrixStats {
         }
         MatrixStats::from_csr(&matrix.indptr, &matrix.indices, matrix.n_cols)
     }
+}
+
+/// Entries per diagonal of a CSR structure with `indptr.len() - 1` rows and `n_cols` columns
+/// (checked): entry `k` counts the diagonal `column - row = k - (rows - 1)`.
+pub(crate) fn diagonal_counts(indptr: &[usize], indices: &[usize], n_cols: usize) -> Vec<usize> {
+    let n_rows = indptr.len().saturating_sub(1);
+    let mut counts = vec![0usize; (n_rows + n_cols).saturating_sub(1)];
+    for (row, w) in indptr.windows(2).enumerate() {
+        for &col in &indices[w[0]..w[1]] {
+            counts[col + (n_rows - 1) - row] += 1;
+        }
+    }
+    counts
 }
 
 /// Columns per part when `n_cols` columns are cut into `parts` parts (at least 1).

@@ -1007,6 +1007,16 @@ fn rewrite_consumer(
                 .collect()
         });
     }
+    if kind == CacheKind::ReverseWrite {
+        if let Some(store) = index_guarded_sum(&s, buffer) {
+            // The guard only keeps the store's index in `buffer`'s bounds; the cache's element
+            // is always in bounds, and the scatter after the consumer is guarded the same way
+            // (its condition depends only on the kept loops), so an element whose guard fails
+            // accumulates but is never added back. Unguarded, the sum vectorizes without
+            // masks.
+            return rewrite_consumer(store, block, buffer, cache, pos, kind, true);
+        }
+    }
     let s = match s {
         Stmt::Store {
             buffer: b,
@@ -1074,6 +1084,59 @@ fn rewrite_consumer(
         list.into_iter()
             .map(|x| rewrite_consumer(x, block, buffer, cache, pos, kind, true))
             .collect()
+    })
+}
+
+/// For `if v >= 0 { b[v] = select(v >= 0, b[v], 0.0) + e }` (a sum through a translated
+/// position `v`, -1 where the coordinate is not stored, as lowering writes it; the `select`
+/// may also be the plain load): the sum `b[v] = b[v] + e` without the guard.
+fn index_guarded_sum(s: &Stmt, buffer: &str) -> Option<Stmt> {
+    let Stmt::If {
+        cond,
+        then_body,
+        else_body,
+    } = s
+    else {
+        return None;
+    };
+    let [Stmt::Store {
+        buffer: b,
+        indices,
+        value,
+    }] = then_body.as_slice()
+    else {
+        return None;
+    };
+    let Expr::Binary(BinOp::Ge, v, zero) = cond else {
+        return None;
+    };
+    let (Expr::Var(v), Expr::Int(0, _)) = (&**v, &**zero) else {
+        return None;
+    };
+    if !else_body.is_empty() || b != buffer || indices.as_slice() != [Expr::Var(v.clone())] {
+        return None;
+    }
+    let Expr::Binary(BinOp::Add, old, e) = value else {
+        return None;
+    };
+    let load = Expr::Load {
+        buffer: buffer.to_string(),
+        indices: indices.clone(),
+    };
+    let plain = match &**old {
+        l if *l == load => true,
+        Expr::Select(c, l, z) => {
+            **c == *cond && **l == load && matches!(&**z, Expr::Float(f, _) if *f == 0.0)
+        }
+        _ => false,
+    };
+    if !plain || count_expr(e, buffer) > 0 {
+        return None;
+    }
+    Some(Stmt::Store {
+        buffer: b.clone(),
+        indices: indices.clone(),
+        value: Expr::add(load, (**e).clone()),
     })
 }
 

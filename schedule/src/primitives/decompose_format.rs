@@ -41,6 +41,12 @@ pub enum PartKind {
         /// The index type of the column buffer.
         cols: IndexType,
     },
+    /// DIA (`dia`): blocks of `lanes` matrix rows, each a run of one step per diagonal of
+    /// `lanes` slots; row `b * lanes + l`, column that row plus the step's diagonal offset.
+    Dia {
+        /// Rows per block.
+        lanes: usize,
+    },
 }
 
 /// A decomposition applied to a buffer: what the conversion must build at run time.
@@ -103,6 +109,7 @@ fn kinds_of(d: &Decomposition, cols: IndexType) -> Result<Vec<PartKind>, Conditi
                 lanes: s.lanes,
                 cols,
             }),
+            Storage::Dia(s) => Ok(PartKind::Dia { lanes: s.lanes }),
         })
         .collect()
 }
@@ -301,6 +308,38 @@ pub fn decompose_format(
                 let vals = input_buffer(pn.clone(), slot_axes, DType::F64);
                 (vec![g, q, l], vec![row, col, vals])
             }
+            PartKind::Dia { lanes } => {
+                p.params
+                    .extend([format!("{pn}.blocks"), format!("{pn}.diagonals")]);
+                let g = i64_axis(
+                    format!("{pn}.g"),
+                    AxisKind::DenseFixed {
+                        n: Size::Param(format!("{pn}.blocks")),
+                    },
+                    true,
+                );
+                let q = i64_axis(
+                    format!("{pn}.q"),
+                    AxisKind::DenseFixed {
+                        n: Size::Param(format!("{pn}.diagonals")),
+                    },
+                    true,
+                );
+                let l = i64_axis(
+                    format!("{pn}.l"),
+                    AxisKind::DenseFixed {
+                        n: Size::Const(*lanes as u64),
+                    },
+                    true,
+                );
+                let offsets = input_buffer(format!("{pn}.off"), vec![q.name.clone()], DType::I64);
+                let vals = input_buffer(
+                    pn.clone(),
+                    vec![g.name.clone(), q.name.clone(), l.name.clone()],
+                    DType::F64,
+                );
+                (vec![g, q, l], vec![offsets, vals])
+            }
         };
         p.axes.extend(axes);
         p.buffers.extend(extra);
@@ -476,6 +515,34 @@ fn rewrite(
                             buffer: format!("{pn}.col"),
                             indices: slot,
                         },
+                    )
+                }
+                PartKind::Dia { lanes } => {
+                    // Row `g * lanes + l`; column that row plus the diagonal's offset.
+                    let (g, l) = (var(&format!("{vi}g")), var(&vi));
+                    let row = Expr::Binary(
+                        BinOp::Add,
+                        Box::new(Expr::Binary(
+                            BinOp::Mul,
+                            Box::new(Expr::Var(g.clone())),
+                            Box::new(Expr::Int(i64::try_from(*lanes).unwrap_or(i64::MAX))),
+                        )),
+                        Box::new(Expr::Var(l.clone())),
+                    );
+                    let col = Expr::Binary(
+                        BinOp::Add,
+                        Box::new(row.clone()),
+                        Box::new(Expr::Load {
+                            buffer: format!("{pn}.off"),
+                            indices: vec![Expr::Var(var(&vj))],
+                        }),
+                    );
+                    (
+                        vec![format!("{pn}.g"), format!("{pn}.q"), format!("{pn}.l")],
+                        vec![g, var(&vj), l],
+                        vec![kinds_s[pi], kinds_s[pj], kinds_s[pi]],
+                        row,
+                        col,
                     )
                 }
             };
@@ -700,6 +767,14 @@ fn bind_parts(
                 b.buffers.insert(format!("{pn}.row"), i64s(&s.rows));
                 b.buffers.insert(pn, ArrayData::F64(s.values));
             }
+            Storage::Dia(s) => {
+                b.params.insert(format!("{pn}.blocks"), s.blocks() as i64);
+                b.params
+                    .insert(format!("{pn}.diagonals"), s.offsets.len() as i64);
+                b.buffers
+                    .insert(format!("{pn}.off"), ArrayData::I64(s.offsets));
+                b.buffers.insert(pn, ArrayData::F64(s.values));
+            }
             Storage::Padded(s) => {
                 b.params.insert(format!("{pn}.nnz"), s.indices.len() as i64);
                 b.axes.insert(
@@ -866,7 +941,7 @@ fn decompose_relations(
                 ));
                 p.axes.extend([ri, sl]);
             }
-            PartKind::Bsr(_) | PartKind::Padded | PartKind::Sell { .. } => {
+            PartKind::Bsr(_) | PartKind::Padded | PartKind::Sell { .. } | PartKind::Dia { .. } => {
                 return Err(Condition::BadArgument {
                     what: format!("per_relation: part {t} is {kind:?}; relation-level parts are ELL (ell, split_rows, in buckets) or a CSR remainder"),
                 })

@@ -18,6 +18,16 @@ pub(crate) fn varying(v: &str, body: &[Stmt]) -> BTreeSet<String> {
                 Stmt::Let { var, value } if reads(value, set) && injective(value) => {
                     set.insert(var.clone());
                 }
+                // A translated position: `select(in_range, e, -1)`, -1 where the coordinate
+                // lies outside its axis. Lowering only ever indexes by it under `v >= 0` (a
+                // guarded store, a `select` around a load), so distinct iterations reach
+                // distinct elements where `e` is injective.
+                Stmt::Let {
+                    var,
+                    value: Expr::Select(_, e, missing),
+                } if matches!(**missing, Expr::Int(-1, _)) && reads(e, set) && injective(e) => {
+                    set.insert(var.clone());
+                }
                 Stmt::For {
                     var,
                     start,

@@ -41,6 +41,18 @@ fn slots(pn: &str, kind: PartKind) -> Expr {
                 DType::I64,
             )),
         ),
+        PartKind::Dia { lanes } => Expr::Binary(
+            BinOp::Mul,
+            Box::new(Expr::Binary(
+                BinOp::Mul,
+                param("blocks"),
+                param("diagonals"),
+            )),
+            Box::new(Expr::Int(
+                i64::try_from(lanes).unwrap_or(i64::MAX),
+                DType::I64,
+            )),
+        ),
         PartKind::Csr | PartKind::Padded => Expr::Param(format!("{pn}.nnz")),
         PartKind::Bsr(b) => Expr::Binary(
             BinOp::Mul,
@@ -60,6 +72,7 @@ fn slot_params(pn: &str, kind: PartKind) -> Vec<String> {
         PartKind::Csr | PartKind::Padded => &["nnz"],
         PartKind::Bsr(_) => &["nnzb"],
         PartKind::Sell { .. } => &["steps"],
+        PartKind::Dia { .. } => &["blocks", "diagonals"],
     };
     names.iter().map(|s| format!("{pn}.{s}")).collect()
 }
