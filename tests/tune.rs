@@ -175,6 +175,107 @@ fn every_template_point_computes_the_kernel() {
     assert!(checked > 20);
 }
 
+/// SpMV's template also tries the formats whose rows run as vector lanes: sliced ELL on any
+/// matrix, DIA on a stencil (not on a matrix with more diagonals than it stores). Their points
+/// compute the kernel; with a lanes format, rows walked one at a time (`entries`) are refused.
+#[test]
+fn spmv_template_tries_lanes_formats() {
+    use lacuna::tuning::template::LANES_FORMATS;
+    // The built-in schedule's formats.
+    assert_eq!(
+        LANES_FORMATS,
+        [lacuna::driver::SPMV_SELL, lacuna::driver::SPMV_DIA]
+    );
+    let p = load_kernel(&root().join("examples/spmv.ron")).expect("kernel");
+    let (m, n) = (301, 305);
+    let mut entries = Vec::new();
+    for i in 0..m {
+        for off in [-17i64, -1, 0, 1, 17] {
+            let j = i as i64 + off;
+            if (0..n as i64).contains(&j) {
+                entries.push((i, j as usize, ((i * 5 + j as usize) % 11) as f64 - 5.0));
+            }
+        }
+    }
+    let coo = lacuna::ir::CooTensor {
+        shape: vec![m, n],
+        coords: vec![
+            entries.iter().map(|e| e.0).collect(),
+            entries.iter().map(|e| e.1).collect(),
+        ],
+        values: lacuna::ir::ArrayData::F64(entries.iter().map(|e| e.2).collect()),
+    };
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo.clone())),
+        (
+            "x".to_string(),
+            Input::Dense(lacuna::ir::DenseArray {
+                shape: vec![n],
+                data: lacuna::ir::ArrayData::F64((0..n).map(|j| j as f64 / 7.0 - 3.0).collect()),
+            }),
+        ),
+    ]);
+    let params = BTreeMap::new();
+    let reference =
+        run_kernel_scheduled(&p, None, &inputs, &params, Target::Interp, 1).expect("reference");
+    let want = Input::Dense(match &reference.outputs["y"] {
+        lacuna::stage1::Output::Dense(d) => d.clone(),
+        other => panic!("{other:?}"),
+    });
+    let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
+    let stats = lacuna::tuning::coo_stats(&coo);
+    let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &TemplateOptions::default());
+    let space = t.space();
+    let formats = &space
+        .decisions
+        .iter()
+        .find(|d| d.name == "format")
+        .expect("a format decision")
+        .choices;
+    for term in LANES_FORMATS {
+        assert!(formats.iter().any(|f| f == term), "{term}: {formats:?}");
+    }
+    let mut lanes_points = 0;
+    for i in 0..space.size() {
+        let point = space.point(i);
+        let labels = space.labels(&point);
+        if !LANES_FORMATS.contains(&labels["format"].as_str()) {
+            continue;
+        }
+        match (labels["entries"].as_str(), t.trace(&point)) {
+            ("serial", Ok(trace)) => {
+                let file = ScheduleFile {
+                    version: 1,
+                    kernel: "spmv".into(),
+                    trace,
+                };
+                let got = run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1)
+                    .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
+                let d = max_rel_diff(&want, &got.outputs["y"]);
+                assert!(d <= 1e-12, "{labels:?}: differs by {d}");
+                lanes_points += 1;
+            }
+            ("serial", Err(e)) => panic!("{labels:?}: {e}"),
+            (_, result) => assert!(result.is_err(), "{labels:?}"),
+        }
+    }
+    // Two formats, serial and parallel groups.
+    assert_eq!(lanes_points, 4);
+    // A matrix on more diagonals than DIA stores gets sliced ELL only.
+    let wide = load_input(&root().join("tests/data/west0479.mtx")).expect("matrix");
+    let Input::Coo(wide) = wide else {
+        panic!("a sparse matrix")
+    };
+    let stats = lacuna::tuning::coo_stats(&wide);
+    let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &TemplateOptions::default());
+    let formats = &t.space().decisions[0].choices;
+    assert!(formats.iter().any(|f| f == LANES_FORMATS[0]), "{formats:?}");
+    assert!(
+        !formats.iter().any(|f| f == LANES_FORMATS[1]),
+        "{formats:?}"
+    );
+}
+
 fn records(db: &Path) -> Vec<Record> {
     Database::new(db).load().expect("the database parses")
 }

@@ -3,7 +3,7 @@
 //! schedule file.
 
 use crate::space::{Point, Space};
-use lacuna_schedule::decompose::{enumerate, hyb, Candidates, Decomposition, MatrixStats};
+use lacuna_schedule::decompose::{enumerate, hyb, Candidates, Decomposition, Layout, MatrixStats};
 use lacuna_schedule::{Instruction, Schedule};
 use lacuna_stage1::{AxisKind, Program, Size};
 use lacuna_stage2::{Expr, ForKind, Func, Stmt};
@@ -40,7 +40,18 @@ pub struct TemplateOptions {
     pub hyb: Vec<(u32, u32)>,
     /// BSR block sizes to try (`(+ (bsr b) remainder)`: full blocks as BSR, the rest CSR).
     pub bsr: Vec<u32>,
+    /// Whether kernels that walk a sparse row innermost (SpMV) also try [`LANES_FORMATS`],
+    /// whose rows run as vector lanes.
+    pub lanes: bool,
 }
+
+/// The formats whose rows run as vector lanes, in groups of [`LANES`] (the built-in SpMV
+/// schedule's, `lacuna::driver::SPMV_SELL` and `SPMV_DIA`): sliced ELL, and DIA where the
+/// matrix's entries lie on no more diagonals than it stores.
+pub const LANES_FORMATS: [&str; 2] = ["(sell 8 1024)", "(dia 32 8)"];
+
+/// Rows per group of [`LANES_FORMATS`]: one per f64 lane of an AVX-512 register.
+pub const LANES: i64 = 8;
 
 impl Default for TemplateOptions {
     fn default() -> Self {
@@ -50,6 +61,7 @@ impl Default for TemplateOptions {
             parallel: true,
             hyb: vec![(1, 32), (2, 32), (4, 32)],
             bsr: vec![2, 4],
+            lanes: true,
         }
     }
 }
@@ -60,7 +72,9 @@ impl Default for TemplateOptions {
 /// - `format`: the sparse input as stored (`csr`), one of the format decompositions that
 ///   equality saturation finds equivalent and cheapest (hyb buckets, BSR + remainder, padded
 ///   rows, ...), one of SparseTIR's hyb formats with column parts, or BSR blocks with a CSR
-///   remainder; one compute iteration per part;
+///   remainder; one compute iteration per part. For kernels that walk a sparse row innermost,
+///   also [`LANES_FORMATS`] (sliced ELL, DIA), scheduled as the built-in SpMV schedule does:
+///   a group's sums in a local cache, its rows as vector lanes;
 /// - `tile`: the dense innermost (feature) loop split by a divisor of its extent (the extent
 ///   specialized, so the split is exact), or not; `T-hoisted` also moves the outer part of the
 ///   split out of the sparse loop (the row's entries are then read once per tile of features,
@@ -85,6 +99,9 @@ pub struct KernelTemplate {
     feature: Option<(String, String, u64)>,
     /// Without a feature loop: the variable of the innermost loop when it walks a sparse row.
     entries: Option<String>,
+    /// The main iteration's name, row variable and result buffer, which a lanes format's
+    /// schedule names; `None` when the kernel tries no lanes format.
+    lanes: Option<(String, String, String)>,
 }
 
 /// Vector registers per step of the `entries` decision's `masked` option, which the built-in
@@ -160,6 +177,33 @@ impl KernelTemplate {
                 }
             }
         }
+        // Without a feature loop: the innermost loop when it walks a sparse row (SpMV's).
+        let entries_var = match feature_loop(p, params) {
+            None => entry_loop(p),
+            Some(_) => None,
+        };
+        let mut lanes = None;
+        if let (true, Some(_), Some(buf), Some(stats)) = (opts.lanes, &entries_var, &buffer, stats)
+        {
+            lanes = lanes_names(p, buf);
+            for term in LANES_FORMATS.into_iter().filter(|_| lanes.is_some()) {
+                let fits = match term.parse::<Decomposition>().map(|d| d.layout().clone()) {
+                    Ok(Layout::Dia { diagonals, .. }) => stats.diagonals <= diagonals as usize,
+                    Ok(_) => true,
+                    Err(_) => false,
+                };
+                let inst = Instruction::DecomposeFormat {
+                    buffer: buf.clone(),
+                    into: term.to_string(),
+                };
+                if fits
+                    && !formats.iter().flatten().any(|t| t == term)
+                    && Schedule::replay(p, &[inst]).is_ok()
+                {
+                    formats.push(Some(term.to_string()));
+                }
+            }
+        }
         if formats.len() > 1 {
             space.push(
                 "format",
@@ -186,10 +230,7 @@ impl KernelTemplate {
                 vec!["serial".into(), "unroll".into(), "vectorize".into()],
             );
         }
-        let entries = match feature {
-            None => entry_loop(p),
-            Some(_) => None,
-        };
+        let entries = entries_var;
         if entries.is_some() {
             space.push(
                 "entries",
@@ -206,6 +247,7 @@ impl KernelTemplate {
             formats,
             feature,
             entries,
+            lanes,
         }
     }
 
@@ -224,6 +266,7 @@ impl KernelTemplate {
         }
         let mut s = Schedule::new(&self.program).map_err(|e| e.to_string())?;
         let apply = |s: &mut Schedule, inst: Instruction| s.apply(inst).map_err(|e| e.to_string());
+        let mut lanes_format = false;
         if let Some(i) = sp.decisions.iter().position(|d| d.name == "format") {
             if let (Some(term), Some(buf)) = (&self.formats[p[i]], &self.buffer) {
                 apply(
@@ -233,7 +276,41 @@ impl KernelTemplate {
                         into: term.clone(),
                     },
                 )?;
+                lanes_format = LANES_FORMATS.contains(&term.as_str());
             }
+        }
+        if let (true, Some((it, row, out))) = (lanes_format, &self.lanes) {
+            if label("entries") != "serial" {
+                return Err(
+                    "`entries` walks rows one at a time: a lanes format runs them across lanes"
+                        .into(),
+                );
+            }
+            let block = format!("{it}_p0");
+            let lanes_loop = format!("{block}:{row}.p0");
+            apply(
+                &mut s,
+                Instruction::ReverseCacheWrite {
+                    block: block.clone(),
+                    buffer: out.clone(),
+                    scope: "local".into(),
+                    at: Some(format!("{block}:{row}g.p0")),
+                },
+            )?;
+            apply(
+                &mut s,
+                Instruction::Vectorize {
+                    r#loop: lanes_loop.clone(),
+                },
+            )?;
+            apply(
+                &mut s,
+                Instruction::Annotate {
+                    r#loop: lanes_loop,
+                    key: "lanes".into(),
+                    value: LANES,
+                },
+            )?;
         }
         if let Some((var, param, _)) = &self.feature {
             let tile_label = label("tile");
@@ -290,7 +367,7 @@ impl KernelTemplate {
                 return Err("no feature loop inside a sparse loop to hoist".into());
             }
         }
-        if let Some(var) = &self.entries {
+        if let (false, Some(var)) = (lanes_format, &self.entries) {
             let how = label("entries");
             if how == "vector" || how == "masked" {
                 for block in compute_blocks(&s, var)? {
@@ -433,6 +510,20 @@ fn compute_blocks(s: &Schedule, var: &str) -> Result<Vec<String>, String> {
 
 /// The innermost loop of `p`'s first iteration when its axis is sparse (SpMV's `j`, a row's
 /// entries): its variable.
+/// The name, row variable and result buffer of the iteration of `p` that reads the CSR buffer
+/// `buf` (for a lanes format's schedule: its part's blocks and loops are named after them).
+fn lanes_names(p: &Program, buf: &str) -> Option<(String, String, String)> {
+    let rows = p.buffer(buf)?.axes.first()?.clone();
+    p.iterations().into_iter().find_map(|it| {
+        let pos = it.axes.iter().position(|a| *a == rows)?;
+        let out = it.body.iter().find_map(|st| match st {
+            lacuna_stage1::Stmt::Store(x) => Some(x.buffer.clone()),
+            _ => None,
+        })?;
+        Some((it.name.clone(), it.vars.get(pos)?.clone(), out))
+    })
+}
+
 fn entry_loop(p: &Program) -> Option<String> {
     let it = p.iterations().into_iter().next()?;
     let axis = p.axis(it.axes.last()?)?;
