@@ -118,6 +118,31 @@ def test_sliced_ell_spmv_runs_rows_as_lanes():
         lacuna.Schedule(kernel("spmv")).decompose_format("A", "(sell 0 32)")
 
 
+def test_dia_spmv_reads_x_by_diagonal():
+    # A 5-point stencil on a 23 x 19 grid (437 rows, not a multiple of the 8 lanes) with one
+    # entry removed, stored by diagonal: blocks of 8 rows as vector lanes.
+    n = 23 * 19
+    a = sp.diags([-1.0, -1.0, 4.0, -1.0, -1.0], [-23, -1, 0, 1, 23], shape=(n, n), format="csr")
+    a[5, 6] = 0.0
+    a.eliminate_zeros()
+    x = np.random.default_rng(7).standard_normal(n)
+    s = lacuna.Schedule(kernel("spmv"))
+    s.decompose_format("A", "(dia 8 8)")
+    s.reverse_cache_write("spmv_p0", "y", "local", at="spmv_p0:ig.p0")
+    s.vectorize("spmv_p0:i.p0")
+    s.annotate("spmv_p0:i.p0", "lanes", 8)
+    s.parallel("spmv_p0:ig.p0")
+    f = lacuna.build(s)
+    for threads in (1, 2, 3):
+        assert_close(f(A=a, x=x, threads=threads)["y"], a @ x)
+    # A matrix on more diagonals than the part stores: a conversion error naming the count.
+    wide = random_csr(n, n, density=0.02, seed=3)
+    with pytest.raises(lacuna.FormatError, match="diagonals"):
+        f(A=wide, x=x)
+    with pytest.raises(lacuna.ScheduleError, match="diagonals"):
+        lacuna.Schedule(kernel("spmv")).decompose_format("A", "(dia 0 8)")
+
+
 def test_pos_specialize_decompose_format(data):
     a, b = data
     s = lacuna.Schedule(kernel("spmm_dense_iter"))
