@@ -382,17 +382,27 @@ impl CooTensor {
     /// are kept as entries).
     pub fn sort_and_sum_duplicates(&mut self) {
         let n = self.nnz();
-        let mut order: Vec<usize> = (0..n).collect();
-        let coords = &self.coords;
-        order.sort_by(|&a, &b| {
-            for c in coords {
-                match c[a].cmp(&c[b]) {
-                    std::cmp::Ordering::Equal => continue,
-                    o => return o,
-                }
+        if self.sorted_and_unique() {
+            // Nothing to move: data read from a sorted file, or sorted before.
+            return;
+        }
+        let order = match self.row_order() {
+            Some(order) => order,
+            None => {
+                let mut order: Vec<usize> = (0..n).collect();
+                let coords = &self.coords;
+                order.sort_by(|&a, &b| {
+                    for c in coords {
+                        match c[a].cmp(&c[b]) {
+                            std::cmp::Ordering::Equal => continue,
+                            o => return o,
+                        }
+                    }
+                    std::cmp::Ordering::Equal
+                });
+                order
             }
-            std::cmp::Ordering::Equal
-        });
+        };
         let mut new_coords: Vec<Vec<usize>> = vec![Vec::with_capacity(n); self.coords.len()];
         let mut new_vals = ArrayData::zeros(self.values.dtype(), 0);
         let mut vals: Vec<Scalar> = Vec::with_capacity(n);
@@ -420,6 +430,66 @@ impl CooTensor {
         };
         self.coords = new_coords;
         self.values = new_vals;
+    }
+}
+
+impl CooTensor {
+    /// For a matrix whose row coordinates lie within its rows, the entries in the order of a
+    /// stable sort by (row, column): a counting sort by row, then each row's entries sorted by
+    /// column (stably, so duplicates keep their order). `None` for other ranks and rows out of
+    /// range (the general sort takes those).
+    fn row_order(&self) -> Option<Vec<usize>> {
+        let (&[rows, _], [r, c]) = (self.shape.as_slice(), self.coords.as_slice()) else {
+            return None;
+        };
+        let n = self.nnz();
+        if r.len() < n || c.len() < n || r[..n].iter().any(|&x| x >= rows) {
+            return None;
+        }
+        let mut start = vec![0usize; rows + 1];
+        for &x in &r[..n] {
+            start[x + 1] += 1;
+        }
+        for i in 0..rows {
+            start[i + 1] += start[i];
+        }
+        let mut next = start.clone();
+        let mut order = vec![0usize; n];
+        for (e, &x) in r[..n].iter().enumerate() {
+            order[next[x]] = e;
+            next[x] += 1;
+        }
+        for w in start.windows(2) {
+            let row = &mut order[w[0]..w[1]];
+            if row.windows(2).any(|p| c[p[0]] > c[p[1]]) {
+                row.sort_by_key(|&e| c[e]);
+            }
+        }
+        Some(order)
+    }
+
+    /// Whether the entries are in strictly increasing lexicographic order of their coordinates
+    /// (sorted, no duplicates), with one coordinate per entry in every dimension: what
+    /// [`CooTensor::sort_and_sum_duplicates`] leaves.
+    pub fn sorted_and_unique(&self) -> bool {
+        let n = self.nnz();
+        if self.coords.iter().any(|c| c.len() != n) {
+            return false;
+        }
+        match self.coords.as_slice() {
+            [] => n <= 1,
+            [c] => c.windows(2).all(|w| w[0] < w[1]),
+            [r, c] => (1..n).all(|e| (r[e - 1], c[e - 1]) < (r[e], c[e])),
+            coords => (1..n).all(|e| {
+                for c in coords {
+                    match c[e - 1].cmp(&c[e]) {
+                        std::cmp::Ordering::Equal => continue,
+                        o => return o == std::cmp::Ordering::Less,
+                    }
+                }
+                false
+            }),
+        }
     }
 }
 
