@@ -692,6 +692,39 @@ fn assert_close(got: &[f64], want: &[f64], what: &str) {
     }
 }
 
+/// Whether schedule `s` decomposes a buffer into a term starting with `head`.
+fn decomposes_into(s: &lacuna::schedule::ScheduleFile, head: &str) -> bool {
+    s.trace.iter().any(|t| {
+        matches!(t, lacuna::schedule::Instruction::DecomposeFormat { into, .. } if into.starts_with(head))
+    })
+}
+
+/// Whether schedule `s` runs a loop in parallel.
+fn parallel(s: &lacuna::schedule::ScheduleFile) -> bool {
+    s.trace
+        .iter()
+        .any(|t| matches!(t, lacuna::schedule::Instruction::Parallel { .. }))
+}
+
+/// SpMV with schedule `s` at 1 to 4 threads: within 1e-12 of `reference`, and bit for bit the
+/// same at every thread count.
+fn assert_threads_agree(
+    p: &Program,
+    s: &lacuna::schedule::ScheduleFile,
+    inputs: &BTreeMap<String, Input>,
+    reference: &[f64],
+) {
+    let mut first = None;
+    for threads in 1..=4 {
+        let got = spmv_jit(p, s, inputs, threads);
+        assert_close(&got, reference, &format!("{threads} threads"));
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
+        }
+    }
+}
+
 /// On hosts that gather rows across lanes, SpMV's built-in schedule stores rows of changing
 /// lengths, and uniform rows that are not very short, as sliced ELL; elsewhere, and for long or
 /// short uniform rows, it keeps CSR. The
@@ -705,16 +738,7 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
         SPMV_SELL_UNIFORM_MIN_ROW as U,
     };
     let p = example("spmv");
-    let sell = |s: &lacuna::schedule::ScheduleFile| {
-        s.trace.iter().any(|t| {
-            matches!(t, lacuna::schedule::Instruction::DecomposeFormat { into, .. } if into.starts_with("(sell"))
-        })
-    };
-    let parallel = |s: &lacuna::schedule::ScheduleFile| {
-        s.trace
-            .iter()
-            .any(|t| matches!(t, lacuna::schedule::Instruction::Parallel { .. }))
-    };
+    let sell = |s: &lacuna::schedule::ScheduleFile| decomposes_into(s, "(sell");
     // (entries, rows, row changes, host gathers rows, bytes of x, sliced); gathers scattered
     // unless stated
     let rows = |mean: f64| (1_000_000.0 / mean) as usize;
@@ -801,15 +825,7 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
             "{target:?}"
         );
     }
-    let mut first = None;
-    for threads in 1..=4 {
-        let got = spmv_jit(&p, &s, &inputs, threads);
-        assert_close(&got, &reference, &format!("{threads} threads"));
-        match &first {
-            None => first = Some(got),
-            Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
-        }
-    }
+    assert_threads_agree(&p, &s, &inputs, &reference);
 }
 
 /// SpMV's built-in schedule stores a matrix whose entries lie on few, well-filled diagonals (a
@@ -825,16 +841,7 @@ fn builtin_spmv_stores_stencils_by_diagonal() {
         SPMV_DIA_MAX_DIAGONALS as D, SPMV_DIA_MAX_FILL as F,
     };
     let p = example("spmv");
-    let dia = |s: &lacuna::schedule::ScheduleFile| {
-        s.trace.iter().any(|t| {
-            matches!(t, lacuna::schedule::Instruction::DecomposeFormat { into, .. } if into.starts_with("(dia"))
-        })
-    };
-    let parallel = |s: &lacuna::schedule::ScheduleFile| {
-        s.trace
-            .iter()
-            .any(|t| matches!(t, lacuna::schedule::Instruction::Parallel { .. }))
-    };
+    let dia = |s: &lacuna::schedule::ScheduleFile| decomposes_into(s, "(dia");
     // (rows, entries, diagonals, stored by diagonal); 8 rows per block, so `rows * diagonals`
     // slots for a multiple of 8.
     let full = |d: usize| 8000 * d;
@@ -909,15 +916,7 @@ fn builtin_spmv_stores_stencils_by_diagonal() {
     );
     let reference = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
     let reference = reference.outputs["y"].values().to_f64_vec();
-    let mut first = None;
-    for threads in 1..=4 {
-        let got = spmv_jit(&p, &s, &inputs, threads);
-        assert_close(&got, &reference, &format!("{threads} threads"));
-        match &first {
-            None => first = Some(got),
-            Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
-        }
-    }
+    assert_threads_agree(&p, &s, &inputs, &reference);
 }
 
 /// `diagonal_count`: distinct `column - row` of the stored entries; 0 for other ranks.

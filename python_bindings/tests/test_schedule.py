@@ -99,19 +99,25 @@ def test_nnz_split_spmv_through_sparse_decompose_init():
         lacuna.Schedule(kernel("spmv")).sparse_decompose_init("nope")
 
 
+def lanes_schedule(into):
+    """SpMV with A decomposed by `into` (sell, dia): a group's 8 sums in a local cache, its
+    rows as vector lanes, the groups in parallel (the built-in SpMV schedule of those)."""
+    s = lacuna.Schedule(kernel("spmv"))
+    s.decompose_format("A", into)
+    s.reverse_cache_write("spmv_p0", "y", "local", at="spmv_p0:ig.p0")
+    s.vectorize("spmv_p0:i.p0")
+    s.annotate("spmv_p0:i.p0", "lanes", 8)
+    s.parallel("spmv_p0:ig.p0")
+    return s
+
+
 def test_sliced_ell_spmv_runs_rows_as_lanes():
     # Rows of 0 to 11 entries and one long row, as SELL-8-32: groups of 8 rows as vector lanes.
     rng = np.random.default_rng(5)
     a = random_csr(300, 200, density=0.03, seed=5)
     a = (a + sp.csr_matrix((np.ones(150), (np.full(150, 17), np.arange(150))), shape=(300, 200))).tocsr()
     x = rng.standard_normal(200)
-    s = lacuna.Schedule(kernel("spmv"))
-    s.decompose_format("A", "(sell 8 32)")
-    s.reverse_cache_write("spmv_p0", "y", "local", at="spmv_p0:ig.p0")
-    s.vectorize("spmv_p0:i.p0")
-    s.annotate("spmv_p0:i.p0", "lanes", 8)
-    s.parallel("spmv_p0:ig.p0")
-    f = lacuna.build(s)
+    f = lacuna.build(lanes_schedule("(sell 8 32)"))
     for threads in (1, 2, 3):
         assert_close(f(A=a, x=x, threads=threads)["y"], a @ x)
     with pytest.raises(lacuna.ScheduleError, match="lanes"):
@@ -126,13 +132,7 @@ def test_dia_spmv_reads_x_by_diagonal():
     a[5, 6] = 0.0
     a.eliminate_zeros()
     x = np.random.default_rng(7).standard_normal(n)
-    s = lacuna.Schedule(kernel("spmv"))
-    s.decompose_format("A", "(dia 8 8)")
-    s.reverse_cache_write("spmv_p0", "y", "local", at="spmv_p0:ig.p0")
-    s.vectorize("spmv_p0:i.p0")
-    s.annotate("spmv_p0:i.p0", "lanes", 8)
-    s.parallel("spmv_p0:ig.p0")
-    f = lacuna.build(s)
+    f = lacuna.build(lanes_schedule("(dia 8 8)"))
     for threads in (1, 2, 3):
         assert_close(f(A=a, x=x, threads=threads)["y"], a @ x)
     # A matrix on more diagonals than the part stores: a conversion error naming the count.

@@ -269,26 +269,13 @@ pub fn decompose_format(
                     format!("{pn}.w"),
                     format!("{pn}.steps"),
                 ]);
-                let g = i64_axis(
-                    format!("{pn}.g"),
-                    AxisKind::DenseFixed {
-                        n: Size::Param(format!("{pn}.groups")),
-                    },
-                    true,
-                );
+                let (g, l) = lane_axes(&pn, "groups", *lanes);
                 let q = i64_axis(
                     format!("{pn}.q"),
                     AxisKind::DenseVariable {
                         parent: g.name.clone(),
                         max_len: Size::Param(format!("{pn}.w")),
                         nnz: Size::Param(format!("{pn}.steps")),
-                    },
-                    true,
-                );
-                let l = i64_axis(
-                    format!("{pn}.l"),
-                    AxisKind::DenseFixed {
-                        n: Size::Const(*lanes as u64),
                     },
                     true,
                 );
@@ -311,24 +298,11 @@ pub fn decompose_format(
             PartKind::Dia { lanes } => {
                 p.params
                     .extend([format!("{pn}.blocks"), format!("{pn}.diagonals")]);
-                let g = i64_axis(
-                    format!("{pn}.g"),
-                    AxisKind::DenseFixed {
-                        n: Size::Param(format!("{pn}.blocks")),
-                    },
-                    true,
-                );
+                let (g, l) = lane_axes(&pn, "blocks", *lanes);
                 let q = i64_axis(
                     format!("{pn}.q"),
                     AxisKind::DenseFixed {
                         n: Size::Param(format!("{pn}.diagonals")),
-                    },
-                    true,
-                );
-                let l = i64_axis(
-                    format!("{pn}.l"),
-                    AxisKind::DenseFixed {
-                        n: Size::Const(*lanes as u64),
                     },
                     true,
                 );
@@ -797,6 +771,26 @@ fn per_relation_term(into: &str) -> Option<&str> {
     let inner = t.strip_prefix('(')?.strip_suffix(')')?.trim_start();
     let rest = inner.strip_prefix("per_relation")?;
     rest.starts_with(char::is_whitespace).then(|| rest.trim())
+}
+
+/// The group axis `PART.g` (as many groups as the parameter `PART.{groups}`) and the lane axis
+/// `PART.l` (`lanes` wide) of a part whose rows run as vector lanes (`sell`, `dia`).
+fn lane_axes(pn: &str, groups: &str, lanes: usize) -> (Axis, Axis) {
+    let g = i64_axis(
+        format!("{pn}.g"),
+        AxisKind::DenseFixed {
+            n: Size::Param(format!("{pn}.{groups}")),
+        },
+        true,
+    );
+    let l = i64_axis(
+        format!("{pn}.l"),
+        AxisKind::DenseFixed {
+            n: Size::Const(lanes as u64),
+        },
+        true,
+    );
+    (g, l)
 }
 
 fn i64_axis(name: String, kind: AxisKind, sorted: bool) -> Axis {
