@@ -833,7 +833,9 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
 /// The DIA kernel gives the interpreters' results (to rounding) at 1 to 4 threads on a
 /// rectangular stencil with holes, an empty row and a row count that is not a multiple of the
 /// lanes, whose columns reach past both ends of `x` for the first and last rows. Its blocks'
-/// sums stay in registers (no guard in the vector loop); the write-back to `y` keeps its guard.
+/// sums stay in registers (no guard in the vector loop) and are stored to `y` (the DIA part
+/// sets every row once: no zeroing pass); without the local cache, the blocks still run in
+/// parallel, zeroing their rows before adding to them.
 #[test]
 fn builtin_spmv_stores_stencils_by_diagonal() {
     use lacuna::driver::{
@@ -910,13 +912,62 @@ fn builtin_spmv_stores_stencils_by_diagonal() {
         .and_then(|t| t.split("for i.p0.y_local").next())
         .expect("a vector loop, then the write-back");
     assert!(!vector.contains("if "), "{vector}");
+    // `y` is not zeroed in a pass of its own, nor row by row: each block's sums are stored
+    // (guarded at the last block), not added.
+    assert!(!text.contains("_init"), "{text}");
+    let write_back = text
+        .split("for i.p0.y_local")
+        .last()
+        .expect("the write-back");
     assert!(
-        text.contains(".y_local >= 0 {\n        y[_p"),
-        "the write-back is guarded: {text}"
+        write_back.contains(".y_local >= 0 {") && write_back.contains("] = y_local["),
+        "{write_back}"
     );
     let reference = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
     let reference = reference.outputs["y"].values().to_f64_vec();
     assert_threads_agree(&p, &s, &inputs, &reference);
+    let plain = lacuna::schedule::ScheduleFile {
+        version: 1,
+        kernel: "spmv".into(),
+        trace: vec![
+            lacuna::schedule::Instruction::DecomposeFormat {
+                buffer: "A".into(),
+                into: "(dia 8 4)".into(),
+            },
+            lacuna::schedule::Instruction::Parallel {
+                r#loop: "spmv_p0:ig.p0".into(),
+            },
+        ],
+    };
+    assert_threads_agree(&p, &plain, &inputs, &reference);
+    // After an ELL part has written its rows, the DIA part's sums are added, not stored.
+    use lacuna::schedule::Instruction as I;
+    let second = lacuna::schedule::ScheduleFile {
+        version: 1,
+        kernel: "spmv".into(),
+        trace: vec![
+            I::DecomposeFormat {
+                buffer: "A".into(),
+                into: "(+ (ell 1) (dia 8 8))".into(),
+            },
+            I::ReverseCacheWrite {
+                block: "spmv_p1".into(),
+                buffer: "y".into(),
+                scope: "local".into(),
+                at: Some("spmv_p1:ig.p1".into()),
+            },
+            I::Vectorize {
+                r#loop: "spmv_p1:i.p1".into(),
+            },
+        ],
+    };
+    let text = {
+        let sched = lacuna::schedule::Schedule::replay(&p, &second.trace).expect("replays");
+        lacuna::stage2::print_func(&sched.stage2().expect("lowers"))
+    };
+    assert!(text.contains("block spmv_init"), "{text}");
+    assert!(text.contains("] + y_local["), "{text}");
+    assert_threads_agree(&p, &second, &inputs, &reference);
 }
 
 /// `diagonal_count`: distinct `column - row` of the stored entries; 0 for other ranks.

@@ -5,6 +5,7 @@
 
 use crate::error::Condition;
 use lacuna_stage2::{Expr, Stmt};
+use std::collections::BTreeMap;
 
 /// A loop found by [`find`]: its pre-order number and variable.
 struct Found {
@@ -450,3 +451,138 @@ pub fn edit_list(body: &mut Vec<Stmt>, index: usize, f: ListEdit<'_>) -> Result<
 }
 
 pub use lacuna_stage2::bound_vars;
+
+/// An access of [`resolved`]: the buffer, its indices resolved, whether it stores (with the
+/// stored value, resolved) and the conditions of the `if`s around it within the statements.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Resolved {
+    pub buffer: String,
+    pub indices: Vec<Expr>,
+    pub stored: Option<Expr>,
+    pub guards: Vec<Expr>,
+}
+
+/// Every access of `stmts` that [`accesses`] lists, in the same order, with its indices (and a
+/// store's value and guards) resolved: a variable bound by a `let` replaced by its resolved
+/// value, and the variable of a loop inside replaced by one name per range. So
+/// `for l in 0..8 { let p = g * 8 + l; y[p] = 0 }` and `for l2 in 0..8 { y[g * 8 + l2] += c[l2] }`
+/// list the same index: each reaches the same elements for every value of the variables
+/// bound outside (`g`). Mutable variables stay as they are.
+pub(crate) fn resolved(stmts: &[Stmt]) -> Vec<Resolved> {
+    fn resolve(e: &Expr, env: &BTreeMap<String, Expr>) -> Expr {
+        match e {
+            Expr::Var(v) => env.get(v).cloned().unwrap_or_else(|| e.clone()),
+            _ => e.clone().map_children(&mut |c| resolve(&c, env)),
+        }
+    }
+    struct Walk {
+        out: Vec<Resolved>,
+        guards: Vec<Expr>,
+    }
+    impl Walk {
+        fn expr(&mut self, e: &Expr, env: &BTreeMap<String, Expr>) {
+            let mut loads = Vec::new();
+            accesses(
+                &[Stmt::Let {
+                    var: String::new(),
+                    value: e.clone(),
+                }],
+                &mut loads,
+            );
+            for (buffer, idx, _) in loads {
+                self.out.push(Resolved {
+                    buffer,
+                    indices: idx.iter().map(|i| resolve(i, env)).collect(),
+                    stored: None,
+                    guards: self.guards.clone(),
+                });
+            }
+        }
+        fn walk(&mut self, stmts: &[Stmt], mut env: BTreeMap<String, Expr>) {
+            for s in stmts {
+                match s {
+                    Stmt::For {
+                        var,
+                        start,
+                        end,
+                        body,
+                        ..
+                    } => {
+                        self.expr(start, &env);
+                        self.expr(end, &env);
+                        let range = format!("{:?}..{:?}", resolve(start, &env), resolve(end, &env));
+                        let mut inner = env.clone();
+                        inner.insert(var.clone(), Expr::Var(format!("for {range}")));
+                        self.walk(body, inner);
+                    }
+                    Stmt::If {
+                        cond,
+                        then_body,
+                        else_body,
+                    } => {
+                        self.expr(cond, &env);
+                        let c = resolve(cond, &env);
+                        self.guards.push(c.clone());
+                        self.walk(then_body, env.clone());
+                        self.guards.pop();
+                        self.guards
+                            .push(Expr::Unary(lacuna_stage1::UnOp::Not, Box::new(c)));
+                        self.walk(else_body, env.clone());
+                        self.guards.pop();
+                    }
+                    Stmt::Let { var, value } => {
+                        self.expr(value, &env);
+                        let v = resolve(value, &env);
+                        env.insert(var.clone(), v);
+                    }
+                    Stmt::Assign { var, value } => {
+                        self.expr(value, &env);
+                        env.remove(var);
+                    }
+                    Stmt::Decl { var, init, .. } => {
+                        self.expr(init, &env);
+                        env.remove(var);
+                    }
+                    Stmt::While { cond, body } => {
+                        self.expr(cond, &env);
+                        self.walk(body, env.clone());
+                    }
+                    Stmt::Store {
+                        buffer,
+                        indices,
+                        value,
+                    } => {
+                        self.out.push(Resolved {
+                            buffer: buffer.clone(),
+                            indices: indices.iter().map(|i| resolve(i, &env)).collect(),
+                            stored: Some(resolve(value, &env)),
+                            guards: self.guards.clone(),
+                        });
+                        indices.iter().for_each(|i| self.expr(i, &env));
+                        self.expr(value, &env);
+                    }
+                    Stmt::Block { init, body, .. } => {
+                        self.walk(init, env.clone());
+                        self.walk(body, env.clone());
+                    }
+                    Stmt::Atomic { indices, value, .. } => {
+                        indices.iter().for_each(|i| self.expr(i, &env));
+                        self.expr(value, &env);
+                    }
+                    Stmt::Alloc { extent, .. } => self.expr(extent, &env),
+                    Stmt::Barrier => {}
+                    Stmt::Attr { value, body, .. } => {
+                        self.expr(value, &env);
+                        self.walk(body, env.clone());
+                    }
+                }
+            }
+        }
+    }
+    let mut w = Walk {
+        out: Vec::new(),
+        guards: Vec::new(),
+    };
+    w.walk(stmts, BTreeMap::new());
+    w.out
+}

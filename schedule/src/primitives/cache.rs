@@ -53,7 +53,7 @@
 //! `set_scope(buffer, scope)` changes the scope of a scratch buffer (see [`set_scope`]).
 
 use crate::error::Condition;
-use crate::loops::{find, get, replace};
+use crate::loops::{find, get, replace, resolved, Resolved};
 use lacuna_ir::DType;
 use lacuna_stage1::{BinOp, UnOp};
 use lacuna_stage2::passes::simplify;
@@ -817,6 +817,14 @@ pub fn cache(
             value: zero,
         }),
     };
+    // A reverse write whose buffer the statement just before the consumer sets to zero at the
+    // same elements (a sum's init, run per group as the first `dia` part's): the cache is
+    // stored instead of added, and that init goes (`0.0 + c` is `c`; a sum of `-0.0` then
+    // stays `-0.0`).
+    let zeroed_before = kind == CacheKind::ReverseWrite
+        && leaf.store == Some(false)
+        && scope != MemScope::Shared
+        && pos > 0;
     let copy_out = match kind {
         CacheKind::Read | CacheKind::ReverseRead => None,
         CacheKind::Write => Some(Stmt::Store {
@@ -889,6 +897,23 @@ pub fn cache(
         false,
     );
     let shared = scope == MemScope::Shared;
+    let mut copy_out = copy_out;
+    let mut first = pos;
+    if let (true, Some(Stmt::Store { indices, value, .. })) = (zeroed_before, &copy_out) {
+        let write_back = wrap_guarded(copy_out.clone().unwrap_or(Stmt::Barrier), true);
+        if zeroes_as(&at_body[pos - 1], &write_back, buffer) {
+            let plain = Stmt::Store {
+                buffer: buffer.to_string(),
+                indices: indices.clone(),
+                value: match value {
+                    Expr::Binary(BinOp::Add, _, cached) => (**cached).clone(),
+                    other => other.clone(),
+                },
+            };
+            copy_out = Some(plain);
+            first = pos - 1;
+        }
+    }
     let mut stages = vec![Stmt::Alloc {
         buffer: name.clone(),
         dtype,
@@ -923,7 +948,7 @@ pub fn cache(
         else {
             unreachable!("a loop")
         };
-        body.splice(pos..=pos, stages.take().unwrap_or_default());
+        body.splice(first..=pos, stages.take().unwrap_or_default());
         Ok(vec![Stmt::For {
             var,
             start,
@@ -934,6 +959,34 @@ pub fn cache(
     })?;
     f.scratch.push(ScratchDecl { name, dtype, scope });
     Ok(f)
+}
+
+/// Whether `init` only sets `buffer` to 0.0, at exactly the elements (same resolved indices,
+/// same guards: [`resolved`]) where `write_back` stores into it, and touches nothing else.
+fn zeroes_as(init: &Stmt, write_back: &Stmt, buffer: &str) -> bool {
+    let mut atomics = Vec::new();
+    crate::loops::atomic_buffers(std::slice::from_ref(init), &mut atomics);
+    let zeroing = resolved(std::slice::from_ref(init));
+    let stores: Vec<&Resolved> = zeroing.iter().filter(|a| a.stored.is_some()).collect();
+    let written = resolved(std::slice::from_ref(write_back));
+    let target: Vec<&Resolved> = written
+        .iter()
+        .filter(|a| a.stored.is_some() && a.buffer == buffer)
+        .collect();
+    let [zero] = stores.as_slice() else {
+        return false;
+    };
+    let [wb] = target.as_slice() else {
+        return false;
+    };
+    atomics.is_empty()
+        && zero.buffer == buffer
+        && matches!(zero.stored, Some(Expr::Float(v, _)) if v == 0.0)
+        && !zeroing
+            .iter()
+            .any(|a| a.buffer == buffer && a.stored.is_none())
+        && zero.indices == wb.indices
+        && zero.guards == wb.guards
 }
 
 fn renames(rn: &dyn Fn(&str) -> String, steps: &[Step]) -> Vec<(String, String)> {

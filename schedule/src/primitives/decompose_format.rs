@@ -395,8 +395,16 @@ fn rewrite(
         }
         let (vi, vj) = (it.vars[pi].clone(), it.vars[pj].clone());
         let kinds_s: Vec<char> = it.kinds.chars().collect();
-        // Init runs once, before every part, over the spatial axes (all dense).
-        if !it.init.is_empty() {
+        // Init runs once, before every part, over the spatial axes (all dense); or, when the
+        // first part is DIA (which holds every row once, in blocks), inside that part's loop:
+        // each row is set just before its sums are added to it (`reverse_cache_write` then
+        // stores the sums instead), not in a pass of its own over the result.
+        let init_in_first = matches!(kinds.first(), Some(PartKind::Dia { .. }))
+            && it
+                .init
+                .iter()
+                .all(|st| matches!(st, Stmt::Store(x) if !reads(&x.value, buffer)));
+        if !it.init.is_empty() && !init_in_first {
             let spatial: Vec<usize> = (0..it.axes.len())
                 .filter(|&k| kinds_s.get(k) == Some(&'S'))
                 .collect();
@@ -523,18 +531,25 @@ fn rewrite(
             let direct: Vec<Expr> = new_vars.iter().map(|v| Expr::Var(v.clone())).collect();
             let subst =
                 |e: &Expr| substitute(e, buffer, &pn, &direct, &vi, &row_expr, &vj, &col_expr);
-            let body = it
-                .body
-                .iter()
-                .map(|st| match st {
-                    Stmt::Store(x) => Stmt::Store(Store {
-                        buffer: x.buffer.clone(),
-                        indices: x.indices.iter().map(subst).collect(),
-                        value: subst(&x.value),
-                    }),
-                    other => other.clone(),
-                })
-                .collect();
+            let rewritten = |stmts: &[Stmt]| -> Vec<Stmt> {
+                stmts
+                    .iter()
+                    .map(|st| match st {
+                        Stmt::Store(x) => Stmt::Store(Store {
+                            buffer: x.buffer.clone(),
+                            indices: x.indices.iter().map(subst).collect(),
+                            value: subst(&x.value),
+                        }),
+                        other => other.clone(),
+                    })
+                    .collect()
+            };
+            let body = rewritten(&it.body);
+            let init = if t == 0 && init_in_first {
+                rewritten(&it.init)
+            } else {
+                vec![]
+            };
             let mut axes = it.axes.clone();
             let mut vars = it.vars.clone();
             let mut kinds_new = kinds_s.clone();
@@ -546,7 +561,7 @@ fn rewrite(
                 axes,
                 kinds: kinds_new.into_iter().collect(),
                 vars,
-                init: vec![],
+                init,
                 body,
                 fused: vec![],
                 coiteration: None,

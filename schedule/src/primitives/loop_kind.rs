@@ -1,7 +1,7 @@
 //! Stage-II primitives that change how a loop runs: `parallel`, `vectorize`, `unroll`.
 
 use crate::error::Condition;
-use crate::loops::{accesses, count_loops, find, get, mentions, replace};
+use crate::loops::{accesses, count_loops, find, get, mentions, replace, resolved};
 use lacuna_stage2::{Expr, ForKind, Stmt};
 use std::collections::BTreeSet;
 
@@ -162,6 +162,7 @@ fn independent_strict(s: &Stmt, name: &str) -> Result<(), Condition> {
     let vary = varying(var, body);
     let mut acc = Vec::new();
     accesses(body, &mut acc);
+    let resolved_all = resolved(body);
     // A buffer updated atomically may be updated at any element by every iteration, but not
     // also accessed plainly.
     let mut atomic = Vec::new();
@@ -186,7 +187,16 @@ fn independent_strict(s: &Stmt, name: &str) -> Result<(), Condition> {
             .filter(|a| &a.0 == buffer)
             .map(|a| &a.1)
             .collect();
-        let same = lists.windows(2).all(|w| w[0] == w[1]);
+        // Equal lists, or lists that reach the same elements once resolved (`resolved`: lets
+        // inlined, the variables of loops inside named by their ranges).
+        let same = lists.windows(2).all(|w| w[0] == w[1]) || {
+            let resolved: Vec<&Vec<Expr>> = resolved_all
+                .iter()
+                .filter(|a| &a.buffer == buffer)
+                .map(|a| &a.indices)
+                .collect();
+            resolved.len() == lists.len() && resolved.windows(2).all(|w| w[0] == w[1])
+        };
         let varies = lists
             .first()
             .is_some_and(|l| l.iter().any(|e| vary.iter().any(|v| mentions(e, v))));
