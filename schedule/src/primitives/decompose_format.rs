@@ -531,22 +531,9 @@ fn rewrite(
             let direct: Vec<Expr> = new_vars.iter().map(|v| Expr::Var(v.clone())).collect();
             let subst =
                 |e: &Expr| substitute(e, buffer, &pn, &direct, &vi, &row_expr, &vj, &col_expr);
-            let rewritten = |stmts: &[Stmt]| -> Vec<Stmt> {
-                stmts
-                    .iter()
-                    .map(|st| match st {
-                        Stmt::Store(x) => Stmt::Store(Store {
-                            buffer: x.buffer.clone(),
-                            indices: x.indices.iter().map(subst).collect(),
-                            value: subst(&x.value),
-                        }),
-                        other => other.clone(),
-                    })
-                    .collect()
-            };
-            let body = rewritten(&it.body);
+            let body = map_stores(&it.body, &subst);
             let init = if t == 0 && init_in_first {
-                rewritten(&it.init)
+                map_stores(&it.init, &subst)
             } else {
                 vec![]
             };
@@ -570,6 +557,22 @@ fn rewrite(
         }
     }
     Ok(out)
+}
+
+/// `stmts` with `f` applied to every store's indices and value (a part's copy of an
+/// iteration's statements).
+fn map_stores(stmts: &[Stmt], f: &dyn Fn(&Expr) -> Expr) -> Vec<Stmt> {
+    stmts
+        .iter()
+        .map(|st| match st {
+            Stmt::Store(x) => Stmt::Store(Store {
+                buffer: x.buffer.clone(),
+                indices: x.indices.iter().map(f).collect(),
+                value: f(&x.value),
+            }),
+            other => other.clone(),
+        })
+        .collect()
 }
 
 /// Replaces the decomposed buffer's loads by the part's (direct positions) and the row and
@@ -1031,18 +1034,7 @@ fn rewrite_relations(
             ];
             let col = Expr::Var(gv.clone());
             let subst = |e: &Expr| substitute(e, buffer, &pn, &direct, &vi, &row_expr, &vj, &col);
-            let body = it
-                .body
-                .iter()
-                .map(|st| match st {
-                    Stmt::Store(x) => Stmt::Store(Store {
-                        buffer: x.buffer.clone(),
-                        indices: x.indices.iter().map(subst).collect(),
-                        value: subst(&x.value),
-                    }),
-                    other => other.clone(),
-                })
-                .collect();
+            let body = map_stores(&it.body, &subst);
             let mut axes = it.axes.clone();
             let mut vars = it.vars.clone();
             axes.splice(pr + 1..=pr + 2, [row_axis, format!("{pn}.s")]);
