@@ -811,14 +811,8 @@ pub fn diagonal_count(a: &CooTensor) -> usize {
     else {
         return 0;
     };
-    let shift = rows.saturating_sub(1);
-    let mut seen = vec![false; (rows + cols).saturating_sub(1)];
-    for (&row, &col) in r.iter().zip(c).take(a.nnz()) {
-        if let Some(s) = (col + shift).checked_sub(row).and_then(|k| seen.get_mut(k)) {
-            *s = true;
-        }
-    }
-    seen.iter().filter(|&&s| s).count()
+    let entries = r.iter().zip(c).take(a.nnz()).map(|(&row, &col)| (row, col));
+    lacuna_schedule::decompose::diagonals(rows, cols, entries).len()
 }
 
 /// The share, in thousandths, of the rows of the 2-D tensor `a` (after the first) whose number
@@ -1302,10 +1296,11 @@ fn replayable(p: &Program, trace: Vec<lacuna_schedule::Instruction>) -> Option<S
 /// DIA part's own init): lap3d-mid 0.33–0.36 / 0.16–0.18 → 0.30–0.32 / 0.14–0.15, lap3d-large
 /// 8.3 / 4.3 → 8.2 / 3.7.
 pub fn by_diagonals(data: &DataStats) -> bool {
+    let lanes = lacuna_schedule::lanes::LANES as usize;
     let slots = data
         .rows
-        .div_ceil(8)
-        .saturating_mul(8)
+        .div_ceil(lanes)
+        .saturating_mul(lanes)
         .saturating_mul(data.diagonals);
     data.rows > 0
         && data.nnz > 0
@@ -1315,7 +1310,7 @@ pub fn by_diagonals(data: &DataStats) -> bool {
 
 /// The decomposition of SpMV's diagonal schedule: every entry by diagonal, rows in blocks of 8
 /// (one per f64 lane of an AVX-512 register); see [`by_diagonals`].
-pub const SPMV_DIA: &str = "(dia 32 8)";
+pub const SPMV_DIA: &str = lacuna_schedule::lanes::DIA;
 
 /// The most diagonals SpMV's built-in schedule stores by diagonal (see [`by_diagonals`]);
 /// [`SPMV_DIA`] holds as many.
@@ -1349,7 +1344,7 @@ pub fn sliced_rows(data: &DataStats) -> bool {
 /// σ = 32 / 128 / 1024 / 8192: de2010 0.074 / 0.065 / 0.058 / 0.058 (built-in 0.096), ct2010
 /// 0.21 / 0.18 / 0.17–0.18 / 0.18 (0.29), vt2010 0.099 / 0.083 / 0.076 / 0.076 (0.128); 4
 /// lanes at σ = 1024 within 3% of 8, 16 lanes slower (de2010 0.078 at σ = 64).
-pub const SPMV_SELL: &str = "(sell 8 1024)";
+pub const SPMV_SELL: &str = lacuna_schedule::lanes::SELL;
 
 /// Mean stored entries per row below which SpMV's built-in schedule may run rows across vector
 /// lanes (see [`sliced_rows`]). `lacuna bench`, min of 300, ms, one / two threads, built-in
@@ -1401,30 +1396,15 @@ pub fn spmv_sell_trace(parallel: bool) -> Vec<lacuna_schedule::Instruction> {
 /// groups of 8 (`sell` and `dia`, whose iterators are named alike): the group's sums kept in a
 /// local cache, the lanes vectorized, the groups in parallel where `parallel`.
 pub fn spmv_lanes_trace(into: &str, parallel: bool) -> Vec<lacuna_schedule::Instruction> {
-    use lacuna_schedule::Instruction as I;
-    let mut trace = vec![
-        I::DecomposeFormat {
-            buffer: "A".into(),
-            into: into.into(),
-        },
-        I::ReverseCacheWrite {
-            block: "spmv_p0".into(),
-            buffer: "y".into(),
-            scope: "local".into(),
-            at: Some("spmv_p0:ig.p0".into()),
-        },
-        I::Vectorize {
-            r#loop: "spmv_p0:i.p0".into(),
-        },
-        I::Annotate {
-            r#loop: "spmv_p0:i.p0".into(),
-            key: "lanes".into(),
-            value: 8,
-        },
-    ];
+    use lacuna_schedule::{lanes, Instruction as I};
+    let mut trace = vec![I::DecomposeFormat {
+        buffer: "A".into(),
+        into: into.into(),
+    }];
+    trace.extend(lanes::lanes_trace("spmv", "i", "y"));
     if parallel {
         trace.push(I::Parallel {
-            r#loop: "spmv_p0:ig.p0".into(),
+            r#loop: lanes::group_loop("spmv", "i"),
         });
     }
     trace

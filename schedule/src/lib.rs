@@ -11,6 +11,7 @@
 
 pub mod decompose;
 mod error;
+pub mod lanes;
 mod loops;
 mod primitives;
 mod schedule;

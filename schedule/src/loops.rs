@@ -232,21 +232,23 @@ pub fn mentions(e: &Expr, var: &str) -> bool {
     e.reads_var(&|v| v == var)
 }
 
+/// Every load in `e`, as an access `(buffer, indices, false)`, outermost first.
+pub(crate) fn loads(e: &Expr, out: &mut Vec<(String, Vec<Expr>, bool)>) {
+    if let Expr::Load { buffer, indices } = e {
+        out.push((buffer.clone(), indices.clone(), false));
+    }
+    e.children().into_iter().for_each(|c| loads(c, out));
+}
+
 /// Every (buffer, indices, is_store) access in a statement list.
 pub fn accesses(stmts: &[Stmt], out: &mut Vec<(String, Vec<Expr>, bool)>) {
-    fn expr(e: &Expr, out: &mut Vec<(String, Vec<Expr>, bool)>) {
-        if let Expr::Load { buffer, indices } = e {
-            out.push((buffer.clone(), indices.clone(), false));
-        }
-        e.children().into_iter().for_each(|c| expr(c, out));
-    }
     for s in stmts {
         match s {
             Stmt::For {
                 start, end, body, ..
             } => {
-                expr(start, out);
-                expr(end, out);
+                loads(start, out);
+                loads(end, out);
                 accesses(body, out);
             }
             Stmt::If {
@@ -254,14 +256,14 @@ pub fn accesses(stmts: &[Stmt], out: &mut Vec<(String, Vec<Expr>, bool)>) {
                 then_body,
                 else_body,
             } => {
-                expr(cond, out);
+                loads(cond, out);
                 accesses(then_body, out);
                 accesses(else_body, out);
             }
-            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => expr(value, out),
-            Stmt::Decl { init, .. } => expr(init, out),
+            Stmt::Let { value, .. } | Stmt::Assign { value, .. } => loads(value, out),
+            Stmt::Decl { init, .. } => loads(init, out),
             Stmt::While { cond, body } => {
-                expr(cond, out);
+                loads(cond, out);
                 accesses(body, out);
             }
             Stmt::Store {
@@ -270,8 +272,8 @@ pub fn accesses(stmts: &[Stmt], out: &mut Vec<(String, Vec<Expr>, bool)>) {
                 value,
             } => {
                 out.push((buffer.clone(), indices.clone(), true));
-                indices.iter().for_each(|i| expr(i, out));
-                expr(value, out);
+                indices.iter().for_each(|i| loads(i, out));
+                loads(value, out);
             }
             Stmt::Block { init, body, .. } => {
                 accesses(init, out);
@@ -280,13 +282,13 @@ pub fn accesses(stmts: &[Stmt], out: &mut Vec<(String, Vec<Expr>, bool)>) {
             // The element an atomic updates is not listed (atomics commute; see
             // `atomic_buffers`), only what it reads.
             Stmt::Atomic { indices, value, .. } => {
-                indices.iter().for_each(|i| expr(i, out));
-                expr(value, out);
+                indices.iter().for_each(|i| loads(i, out));
+                loads(value, out);
             }
-            Stmt::Alloc { extent, .. } => expr(extent, out),
+            Stmt::Alloc { extent, .. } => loads(extent, out),
             Stmt::Barrier => {}
             Stmt::Attr { value, body, .. } => {
-                expr(value, out);
+                loads(value, out);
                 accesses(body, out);
             }
         }
@@ -481,15 +483,9 @@ pub(crate) fn resolved(stmts: &[Stmt]) -> Vec<Resolved> {
     }
     impl Walk {
         fn expr(&mut self, e: &Expr, env: &BTreeMap<String, Expr>) {
-            let mut loads = Vec::new();
-            accesses(
-                &[Stmt::Let {
-                    var: String::new(),
-                    value: e.clone(),
-                }],
-                &mut loads,
-            );
-            for (buffer, idx, _) in loads {
+            let mut found = Vec::new();
+            loads(e, &mut found);
+            for (buffer, idx, _) in found {
                 self.out.push(Resolved {
                     buffer,
                     indices: idx.iter().map(|i| resolve(i, env)).collect(),

@@ -45,13 +45,10 @@ pub struct TemplateOptions {
     pub lanes: bool,
 }
 
-/// The formats whose rows run as vector lanes, in groups of [`LANES`] (the built-in SpMV
-/// schedule's, `lacuna::driver::SPMV_SELL` and `SPMV_DIA`): sliced ELL, and DIA where the
-/// matrix's entries lie on no more diagonals than it stores.
-pub const LANES_FORMATS: [&str; 2] = ["(sell 8 1024)", "(dia 32 8)"];
-
-/// Rows per group of [`LANES_FORMATS`]: one per f64 lane of an AVX-512 register.
-pub const LANES: i64 = 8;
+/// The formats whose rows run as vector lanes ([`lacuna_schedule::lanes`], also the built-in
+/// SpMV schedule's): sliced ELL, and DIA where the matrix's entries lie on no more diagonals
+/// than it stores.
+pub const LANES_FORMATS: [&str; 2] = [lacuna_schedule::lanes::SELL, lacuna_schedule::lanes::DIA];
 
 impl Default for TemplateOptions {
     fn default() -> Self {
@@ -286,31 +283,9 @@ impl KernelTemplate {
                         .into(),
                 );
             }
-            let block = format!("{it}_p0");
-            let lanes_loop = format!("{block}:{row}.p0");
-            apply(
-                &mut s,
-                Instruction::ReverseCacheWrite {
-                    block: block.clone(),
-                    buffer: out.clone(),
-                    scope: "local".into(),
-                    at: Some(format!("{block}:{row}g.p0")),
-                },
-            )?;
-            apply(
-                &mut s,
-                Instruction::Vectorize {
-                    r#loop: lanes_loop.clone(),
-                },
-            )?;
-            apply(
-                &mut s,
-                Instruction::Annotate {
-                    r#loop: lanes_loop,
-                    key: "lanes".into(),
-                    value: LANES,
-                },
-            )?;
+            for inst in lacuna_schedule::lanes::lanes_trace(it, row, out) {
+                apply(&mut s, inst)?;
+            }
         }
         if let Some((var, param, _)) = &self.feature {
             let tile_label = label("tile");

@@ -417,20 +417,10 @@ fn dia(
     lanes: usize,
 ) -> Result<(DiaStorage, Vec<i64>), DecomposeError> {
     let lanes = lanes.max(1);
-    // Entry `k` of `seen` is diagonal `k - (n_rows - 1)`.
-    let shift = csr.n_rows.saturating_sub(1);
-    let mut seen = vec![false; (csr.n_rows + csr.n_cols).saturating_sub(1)];
-    for (row, positions) in context {
-        for &k in positions {
-            seen[csr.indices[k] + shift - row] = true;
-        }
-    }
-    let offsets: Vec<i64> = seen
+    let entries = context
         .iter()
-        .enumerate()
-        .filter(|(_, s)| **s)
-        .map(|(k, _)| k as i64 - shift as i64)
-        .collect();
+        .flat_map(|(row, positions)| positions.iter().map(|&k| (*row, csr.indices[k])));
+    let offsets = super::stats::diagonals(csr.n_rows, csr.n_cols, entries);
     if offsets.len() > diagonals {
         return Err(DecomposeError::TooManyDiagonals {
             found: offsets.len(),
@@ -438,8 +428,9 @@ fn dia(
             first_beyond: offsets[diagonals],
         });
     }
-    // Diagonal index of each diagonal's entry in `seen`.
-    let mut index = vec![usize::MAX; seen.len()];
+    // The part's diagonal of each diagonal `k - shift` (validated entries lie on one of them).
+    let shift = csr.n_rows.saturating_sub(1);
+    let mut index = vec![usize::MAX; (csr.n_rows + csr.n_cols).saturating_sub(1)];
     for (d, &off) in offsets.iter().enumerate() {
         index[(off + shift as i64) as usize] = d;
     }

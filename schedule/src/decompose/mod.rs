@@ -65,4 +65,4 @@ pub use parts::{
 };
 pub use rules::{hyb, rules, Candidates, Rule, MAX_CANDIDATES, MAX_PARTS, MAX_WIDTH};
 pub use saturate::{best, enumerate, saturate, saturate_csr, RunnerLimits, Saturation, StopReason};
-pub use stats::{BlockStats, Histogram, MatrixStats, STAT_SIZES};
+pub use stats::{diagonals, BlockStats, Histogram, MatrixStats, STAT_SIZES};

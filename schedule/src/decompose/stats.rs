@@ -107,10 +107,15 @@ impl MatrixStats {
             row_lengths,
             col_parts,
             blocks,
-            diagonals: diagonal_counts(indptr, indices, n_cols)
-                .iter()
-                .filter(|&&c| c > 0)
-                .count(),
+            diagonals: diagonals(
+                n_rows,
+                n_cols,
+                indptr
+                    .windows(2)
+                    .enumerate()
+                    .flat_map(|(row, w)| indices[w[0]..w[1]].iter().map(move |&c| (row, c))),
+            )
+            .len(),
         })
     }
 
@@ -126,17 +131,27 @@ impl MatrixStats {
     }
 }
 
-/// Entries per diagonal of a CSR structure with `indptr.len() - 1` rows and `n_cols` columns
-/// (checked): entry `k` counts the diagonal `column - row = k - (rows - 1)`.
-pub(crate) fn diagonal_counts(indptr: &[usize], indices: &[usize], n_cols: usize) -> Vec<usize> {
-    let n_rows = indptr.len().saturating_sub(1);
-    let mut counts = vec![0usize; (n_rows + n_cols).saturating_sub(1)];
-    for (row, w) in indptr.windows(2).enumerate() {
-        for &col in &indices[w[0]..w[1]] {
-            counts[col + (n_rows - 1) - row] += 1;
+/// The diagonals (`column - row`, increasing) that hold at least one of `entries`, the
+/// `(row, column)` positions of an `n_rows` × `n_cols` matrix; positions outside it are
+/// skipped.
+pub fn diagonals(
+    n_rows: usize,
+    n_cols: usize,
+    entries: impl IntoIterator<Item = (usize, usize)>,
+) -> Vec<i64> {
+    // Entry `k` of `seen` is diagonal `k - (n_rows - 1)`.
+    let shift = n_rows.saturating_sub(1);
+    let mut seen = vec![false; (n_rows + n_cols).saturating_sub(1)];
+    for (row, col) in entries {
+        if row < n_rows && col < n_cols {
+            seen[col + shift - row] = true;
         }
     }
-    counts
+    seen.iter()
+        .enumerate()
+        .filter(|(_, s)| **s)
+        .map(|(k, _)| k as i64 - shift as i64)
+        .collect()
 }
 
 /// Columns per part when `n_cols` columns are cut into `parts` parts (at least 1).

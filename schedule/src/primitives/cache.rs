@@ -899,18 +899,13 @@ pub fn cache(
     let shared = scope == MemScope::Shared;
     let mut copy_out = copy_out;
     let mut first = pos;
-    if let (true, Some(Stmt::Store { indices, value, .. })) = (zeroed_before, &copy_out) {
-        let write_back = wrap_guarded(copy_out.clone().unwrap_or(Stmt::Barrier), true);
-        if zeroes_as(&at_body[pos - 1], &write_back, buffer) {
-            let plain = Stmt::Store {
+    if let (true, Some(add @ Stmt::Store { indices, .. })) = (zeroed_before, &copy_out) {
+        if zeroes_as(&at_body[pos - 1], &wrap_guarded(add.clone(), true), buffer) {
+            copy_out = Some(Stmt::Store {
                 buffer: buffer.to_string(),
                 indices: indices.clone(),
-                value: match value {
-                    Expr::Binary(BinOp::Add, _, cached) => (**cached).clone(),
-                    other => other.clone(),
-                },
-            };
-            copy_out = Some(plain);
+                value: load_cache_copy.clone(),
+            });
             first = pos - 1;
         }
     }
