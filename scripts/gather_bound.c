@@ -2,8 +2,11 @@
 // with `x` in L1 (4096 f64) and random indices, the loop SpMV runs once per stored entry. No
 // SpMV that gathers `x` entry by entry runs faster per entry on in-cache data; compare-anchors
 // records it beside STREAM (machine.txt) to put ratios against other libraries in context.
-// Three forms: 8-wide AVX-512 gathers, 4-wide AVX2 gathers and scalar loads, each with four
-// independent accumulators; min of 3 rounds of 1000 passes over 65536 elements.
+// Four forms: 8-wide AVX-512 gathers, 4-wide AVX2 gathers, 8 lanes assembled from scalar loads
+// (two 32-bit indices per 64-bit load, each element loaded and inserted into the vector: what
+// Lacuna's code generator emits on Zen 4/5 instead of a gather, see target/src/gather.rs) and
+// plain scalar loads, each with four independent accumulators; min of 3 rounds of 1000 passes
+// over 65536 elements.
 // Build: cc -O2 -march=native scripts/gather_bound.c -o gather_bound
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +73,32 @@ static double gather8(void) {
     }
   return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
 }
+
+// 8 lanes from scalar loads: indices read in pairs, elements inserted into one vector.
+static inline __m512d assemble8(const int *ix) {
+  const unsigned long long *q = (const unsigned long long *)ix;
+  __m128d p[4];
+  for (int k = 0; k < 4; k++) {
+    unsigned long long w = q[k];
+    p[k] = _mm_loadh_pd(_mm_load_sd(x + (int)(unsigned)w), x + (int)(w >> 32));
+  }
+  __m256d lo = _mm256_insertf128_pd(_mm256_castpd128_pd256(p[0]), p[1], 1);
+  __m256d hi = _mm256_insertf128_pd(_mm256_castpd128_pd256(p[2]), p[3], 1);
+  return _mm512_insertf64x4(_mm512_castpd256_pd512(lo), hi, 1);
+}
+
+#define ASM8(a, o) a = _mm512_fmadd_pd(_mm512_loadu_pd(v + i + (o)), assemble8(idx + i + (o)), a)
+static double assembled8(void) {
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  for (int p = 0; p < PASSES; p++)
+    for (int i = 0; i < N; i += 32) {
+      ASM8(a0, 0);
+      ASM8(a1, 8);
+      ASM8(a2, 16);
+      ASM8(a3, 24);
+    }
+  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+}
 #endif
 
 static void report(const char *name, double (*f)(void)) {
@@ -94,6 +123,7 @@ int main(void) {
   printf("gather bound, ns per element (x in L1):");
 #ifdef __AVX512F__
   report("avx512-gather8", gather8);
+  report("avx512-assembled8", assembled8);
 #endif
 #ifdef __AVX2__
   report("avx2-gather4", gather4);

@@ -31,6 +31,7 @@ mod diag;
 mod emit;
 mod error;
 mod expr;
+mod gather;
 mod kernel;
 mod machine;
 mod nvptx;
@@ -42,7 +43,8 @@ pub use cuda::{cuda_available, CudaError, CudaKernel};
 pub use error::{CodegenError, RuntimeError};
 pub use kernel::{CompiledKernel, KernelArgument, RawArray, RawBindings};
 pub use machine::{
-    host_gathers_rows, host_has_vector_masks, host_masks_long_rows, host_prefetches_rows,
+    host_assembles_gathers, host_gathers_rows, host_has_vector_masks, host_masks_long_rows,
+    host_prefetches_rows,
 };
 pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
 pub use parallel::{pool_builder, SPIN_MICROS};
@@ -66,6 +68,10 @@ pub struct CodegenOptions {
     /// (LLVM's `contract`; default on, as C compilers do). Off, every product and sum rounds
     /// separately, as in the interpreters.
     pub fp_contract: bool,
+    /// Assemble the gathers of vectorized loops from scalar loads instead of gather
+    /// instructions where that is faster (see `gather.rs`): by default on hosts where it was
+    /// measured faster ([`host_assembles_gathers`]).
+    pub assemble_gathers: bool,
 }
 
 impl Default for CodegenOptions {
@@ -75,6 +81,7 @@ impl Default for CodegenOptions {
             optimized_ir: true,
             host_cpu: true,
             fp_contract: true,
+            assemble_gathers: machine::host_assembles_gathers(),
         }
     }
 }

@@ -1,0 +1,195 @@
+//! Gathers of vectorized loops assembled from scalar loads (`CodegenOptions::assemble_gathers`):
+//! results equal the interpreter's bit for bit with and without it, in every element and index
+//! type, on random indices that reach both ends of the gathered array and loop lengths with and
+//! without a tail; where the host's vectorizer emits gathers, the option replaces every
+//! unmasked one of 8-byte elements.
+
+mod common;
+use common::*;
+use lacuna_ir::{ArrayData, DType};
+use lacuna_stage1::BinOp;
+use lacuna_stage2::{ForKind, Func};
+use lacuna_target::{emit_llvm_ir, host_assembles_gathers, CodegenOptions};
+use proptest::prelude::*;
+
+/// `vectorized for j in 0..n { out[j] = v[j] * x[idx[j]] }` (`reduce`: `out[0] += ...` in a
+/// serial loop around it, as SpMV's sum over a row).
+fn gather(vt: DType, it: DType, reduce: bool) -> Func {
+    let index = if it == DType::I64 {
+        load("idx", var("j"))
+    } else {
+        cast(DType::I64, load("idx", var("j")))
+    };
+    let product = bin(BinOp::Mul, load("v", var("j")), load("x", index));
+    let body = if reduce {
+        store(
+            "out",
+            i64c(0),
+            bin(BinOp::Add, load("out", i64c(0)), product),
+        )
+    } else {
+        store("out", var("j"), product)
+    };
+    func(
+        "gather",
+        &["n"],
+        vec![
+            input("v", vt),
+            input("x", vt),
+            input("idx", it),
+            output("out", vt),
+        ],
+        vec![for_kind(
+            "j",
+            i64c(0),
+            param("n"),
+            ForKind::Vectorized,
+            vec![body],
+        )],
+    )
+}
+
+fn values(vt: DType, v: &[i64]) -> ArrayData {
+    match vt {
+        DType::I64 => ArrayData::I64(v.to_vec()),
+        _ => ArrayData::F64(v.iter().map(|&a| a as f64 * 0.375 - 2.0).collect()).cast(vt),
+    }
+}
+
+fn check(vt: DType, it: DType, reduce: bool, x: &[i64], idx: &[i64], v: &[i64]) {
+    let n = idx.len();
+    let f = gather(vt, it, reduce);
+    let idx = if it == DType::I64 {
+        ArrayData::I64(idx.to_vec())
+    } else {
+        ArrayData::I32(idx.iter().map(|&i| i as i32).collect())
+    };
+    let b = bindings(
+        vec![
+            ("v", values(vt, v)),
+            ("x", values(vt, x)),
+            ("idx", idx),
+            ("out", ArrayData::zeros(vt, if reduce { 1 } else { n })),
+        ],
+        &[("n", n as i64)],
+    );
+    let mut want = b.clone();
+    lacuna_stage2::interpret_func(&f, &mut want).expect("interprets");
+    for assemble_gathers in [false, true] {
+        let opts = CodegenOptions {
+            assemble_gathers,
+            // The reduction reassociates nothing: products and sums round as in the
+            // interpreter only without contraction.
+            fp_contract: false,
+            ..CodegenOptions::default()
+        };
+        let got = run_jit(&f, &b, &opts);
+        let (have, want) = (&got.buffers["out"], &want.buffers["out"]);
+        if reduce && vt != DType::I64 {
+            // A vectorized sum is reassociated into lanes; compare within a tolerance.
+            let (h, w) = (have.to_f64_vec(), want.to_f64_vec());
+            let tol = 1e-9 * (1.0 + w[0].abs()) * n.max(1) as f64;
+            let tol = if vt == DType::F32 { tol * 1e7 } else { tol };
+            assert!(
+                (h[0] - w[0]).abs() <= tol,
+                "{vt} {it} assemble={assemble_gathers}: {} vs {} (tolerance {tol})",
+                h[0],
+                w[0]
+            );
+        } else {
+            assert!(
+                same_bits(have, want),
+                "{vt} {it} reduce={reduce} assemble={assemble_gathers}: {have:?} vs {want:?}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn assembled_gathers_equal_the_interpreter(
+        x in prop::collection::vec(-50i64..50, 1..300),
+        picks in prop::collection::vec((0usize..1000, -40i64..40), 0..90),
+        ends in any::<bool>(),
+        reduce in any::<bool>(),
+    ) {
+        // Indices anywhere in x, and (with `ends`) its first and last element among them.
+        let mut idx: Vec<i64> = picks.iter().map(|&(p, _)| (p % x.len()) as i64).collect();
+        if ends && idx.len() >= 2 {
+            idx[0] = x.len() as i64 - 1;
+            let last = idx.len() - 1;
+            idx[last] = 0;
+        }
+        let v: Vec<i64> = picks.iter().map(|&(_, a)| a).collect();
+        for vt in [DType::F64, DType::I64, DType::F32] {
+            for it in [DType::I32, DType::I64] {
+                check(vt, it, reduce, &x, &idx, &v);
+            }
+        }
+    }
+}
+
+/// The calls of `@llvm.masked.gather` with 8-byte elements in `ir`.
+fn gathers_of_8_bytes(ir: &str) -> usize {
+    ir.lines()
+        .filter(|l| {
+            l.contains("call <")
+                && l.contains("@llvm.masked.gather.v")
+                && (l.contains("x double> @llvm") || l.contains("x i64> @llvm"))
+        })
+        .count()
+}
+
+#[test]
+fn the_option_replaces_every_unmasked_gather_of_8_bytes() {
+    for (vt, it) in [
+        (DType::F64, DType::I32),
+        (DType::F64, DType::I64),
+        (DType::I64, DType::I32),
+    ] {
+        for reduce in [false, true] {
+            let f = gather(vt, it, reduce);
+            let ir = |assemble_gathers| {
+                emit_llvm_ir(
+                    &f,
+                    &CodegenOptions {
+                        assemble_gathers,
+                        ..CodegenOptions::default()
+                    },
+                )
+                .expect("emits")
+            };
+            let (off, on) = (ir(false), ir(true));
+            if host_assembles_gathers() {
+                // The hosts that assemble gathers (AMD Zen 4 and 5) gather with AVX-512.
+                assert!(
+                    gathers_of_8_bytes(&off) > 0,
+                    "{vt} {it}: no gather to replace: {off}"
+                );
+            }
+            if gathers_of_8_bytes(&off) > 0 {
+                // The vectorized body's gathers are unmasked; a gather left must be masked.
+                for l in on.lines().filter(|l| l.contains("@llvm.masked.gather.v")) {
+                    assert!(!l.contains("<i1 true, i1 true"), "{vt} {it}: left {l}");
+                }
+                assert!(on.contains("gx.x"), "{vt} {it}: no scalar loads: {on}");
+                assert!(gathers_of_8_bytes(&on) < gathers_of_8_bytes(&off));
+            }
+        }
+    }
+}
+
+#[test]
+fn gathers_of_4_bytes_are_left_alone() {
+    let f = gather(DType::F32, DType::I32, false);
+    let ir = emit_llvm_ir(
+        &f,
+        &CodegenOptions {
+            assemble_gathers: true,
+            ..CodegenOptions::default()
+        },
+    )
+    .expect("emits");
+    assert!(!ir.contains("gx.x"), "{ir}");
+}
