@@ -1202,13 +1202,17 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             });
         }
     }
+    let scalar_gathers = data.gathered_bytes <= SPMV_SCALAR_GATHER_MAX_BYTES;
     if p.name == "spmv" && by_diagonals(data) {
-        if let Some(file) = replayable(p, spmv_lanes_trace(SPMV_DIA, nnz >= PARALLEL_MIN_NNZ)) {
+        // No gathers: rows and columns are computed.
+        let trace = spmv_lanes_trace(SPMV_DIA, nnz >= PARALLEL_MIN_NNZ, false);
+        if let Some(file) = replayable(p, trace) {
             return Some(file);
         }
     }
     if p.name == "spmv" && sliced_rows(data) {
-        if let Some(file) = replayable(p, spmv_sell_trace(nnz >= PARALLEL_MIN_NNZ)) {
+        if let Some(file) = replayable(p, spmv_sell_trace(nnz >= PARALLEL_MIN_NNZ, scalar_gathers))
+        {
             return Some(file);
         }
     }
@@ -1238,6 +1242,14 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                 r#loop: "spmv:j".into(),
                 key: "lanes".into(),
                 value: 8,
+            });
+        }
+        if vector && !masked && scalar_gathers {
+            // A masked loop's gathers stay gathers anyway (see `lacuna_target`'s gather.rs).
+            trace.push(I::Annotate {
+                r#loop: "spmv:j".into(),
+                key: "scalar_gathers".into(),
+                value: 1,
             });
         }
         // Vector lanes keep more gathers in flight: they want a prefetch only further out.
@@ -1385,23 +1397,47 @@ pub const SPMV_SELL_MAX_GATHER_BYTES: usize = SPMV_VECTOR_PREFETCH_MIN_BYTES;
 /// wing, which loses. It was 500 in session 14, when cage10 and cage11 lost.
 pub const SPMV_SELL_MIN_ROW_CHANGES: usize = 100;
 
+/// Bytes of `x` up to which SpMV's vectorized loops assemble their gathers from scalar loads
+/// (the `scalar_gathers` annotation; it takes effect on AMD Zen 4/5 hosts,
+/// `lacuna_target::host_assembles_gathers`): the gathered array within L2 (1 MiB per core on
+/// Zen 4 and 5). `lacuna bench`, min of 200, ms, one thread, gather instructions →
+/// assembled (session 17, znver5): sliced ELL on cage10 (`x` 91 KB) 0.042 → 0.033, cage11
+/// (313 KB) 0.161 → 0.123, citeseer_features (30 KB) 0.0265 → 0.0213, ego-Facebook (32 KB)
+/// 0.046 → 0.037, cit-HepPh (276 KB) 0.149 → 0.130, soc-Slashdot0902 (657 KB) 0.394 → 0.340,
+/// de2010 (186 KB) 0.045 → 0.040, tomography (4 KB) 0.0071 → 0.0056, and row by row with 8
+/// lanes on tomography 0.0080 → 0.0062; but er-mid (`x` 1.6 MB, in L3) 1.25 → 2.06.
+pub const SPMV_SCALAR_GATHER_MAX_BYTES: usize = 1 << 20;
+
 /// SpMV's sliced ELL schedule: `A` decomposed as [`SPMV_SELL`], each group's 8 partial sums in
 /// a local cache (one vector register) added to `y` after the group, the lanes vectorized 8
 /// wide; groups in parallel when `parallel`.
-pub fn spmv_sell_trace(parallel: bool) -> Vec<lacuna_schedule::Instruction> {
-    spmv_lanes_trace(SPMV_SELL, parallel)
+pub fn spmv_sell_trace(parallel: bool, scalar_gathers: bool) -> Vec<lacuna_schedule::Instruction> {
+    spmv_lanes_trace(SPMV_SELL, parallel, scalar_gathers)
 }
 
 /// SpMV's schedule for a decomposition `into` of one part whose rows run as vector lanes in
 /// groups of 8 (`sell` and `dia`, whose iterators are named alike): the group's sums kept in a
-/// local cache, the lanes vectorized, the groups in parallel where `parallel`.
-pub fn spmv_lanes_trace(into: &str, parallel: bool) -> Vec<lacuna_schedule::Instruction> {
+/// local cache, the lanes vectorized, the groups in parallel where `parallel`, the lanes'
+/// gathers assembled from scalar loads where `scalar_gathers` (see
+/// [`SPMV_SCALAR_GATHER_MAX_BYTES`]).
+pub fn spmv_lanes_trace(
+    into: &str,
+    parallel: bool,
+    scalar_gathers: bool,
+) -> Vec<lacuna_schedule::Instruction> {
     use lacuna_schedule::{lanes, Instruction as I};
     let mut trace = vec![I::DecomposeFormat {
         buffer: "A".into(),
         into: into.into(),
     }];
     trace.extend(lanes::lanes_trace("spmv", "i", "y"));
+    if scalar_gathers {
+        trace.push(I::Annotate {
+            r#loop: lanes::lanes_loop("spmv", "i"),
+            key: "scalar_gathers".into(),
+            value: 1,
+        });
+    }
     if parallel {
         trace.push(I::Parallel {
             r#loop: lanes::group_loop("spmv", "i"),

@@ -1276,7 +1276,7 @@ fn annotations_reach_the_ir_and_unannotate_restores() {
     );
     // A counted loop given its lanes (a sliced ELL group's lanes) is kept for the vectorizer,
     // not unrolled in full first: its partial sums become one vector register.
-    let sell: Vec<Instruction> = lacuna::driver::spmv_sell_trace(false);
+    let sell: Vec<Instruction> = lacuna::driver::spmv_sell_trace(false, false);
     let sliced = ir(&sell);
     assert!(
         sliced.contains("!\"llvm.loop.vectorize.width\", i32 8}")
@@ -1292,6 +1292,16 @@ fn annotations_reach_the_ir_and_unannotate_restores() {
             "{optimized}"
         );
     }
+    // `scalar_gathers` on the lanes, in a parallel group loop: the outlined chunk function's
+    // gathers become scalar loads where the host assembles them, and only there.
+    let assembled = lacuna::driver::spmv_sell_trace(true, true);
+    let optimized =
+        lacuna::target::emit_llvm_ir(&flat_of(&assembled), &Default::default()).expect("IR");
+    assert_eq!(
+        optimized.contains("gx.x"),
+        lacuna::target::host_assembles_gathers() && lacuna::target::host_has_vector_masks(),
+        "{optimized}"
+    );
     assert!(ir(&[annotate("spmv:j", "atomic", 0)]).contains("atomicrmw fadd"));
     // Golden: the atomic annotation.
     let s = Schedule::replay(&p, &[annotate("spmv:j", "atomic", 0)]).expect("applies");
@@ -1324,6 +1334,16 @@ fn annotate_rejects_what_it_cannot_do() {
     // Masked lanes need vector lanes first.
     rejects("spmv", annotate("spmv:j", "masked", 2), "is not vectorized");
     rejects("spmv", annotate("spmv:j", "lanes", 8), "is not vectorized");
+    rejects(
+        "spmv",
+        annotate("spmv:j", "scalar_gathers", 1),
+        "is not vectorized",
+    );
+    rejects(
+        "spmv",
+        annotate("spmv:j", "scalar_gathers", 0),
+        "at least 1",
+    );
     let vectorized = |value| {
         let p = kernel("spmv");
         let mut s = Schedule::replay(

@@ -23,12 +23,18 @@ pub fn group_loop(iteration: &str, row: &str) -> String {
     format!("{iteration}_p0:{row}g.p0")
 }
 
+/// The lanes loop of the one part of iteration `iteration` whose row variable is `row`
+/// (`ITER_p0:ROW.p0`): the group's rows, vectorized by [`lanes_trace`].
+pub fn lanes_loop(iteration: &str, row: &str) -> String {
+    format!("{iteration}_p0:{row}.p0")
+}
+
 /// The primitives that follow `decompose_format` into [`SELL`] or [`DIA`] for iteration
 /// `iteration` (row variable `row`) summing into `output`: its group's sums in a local cache,
 /// the lanes vectorized [`LANES`] wide.
 pub fn lanes_trace(iteration: &str, row: &str, output: &str) -> Vec<Instruction> {
     let block = format!("{iteration}_p0");
-    let lanes = format!("{block}:{row}.p0");
+    let lanes = lanes_loop(iteration, row);
     vec![
         Instruction::ReverseCacheWrite {
             block: block.clone(),

@@ -723,6 +723,13 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             ("lanes", Some(n)) if n >= 1 && !self.gpu => {
                 self.pending_lanes = Some(u32::try_from(n).unwrap_or(u32::MAX));
             }
+            ("scalar_gathers", Some(n)) if n >= 1 && !self.gpu => {
+                self.func.add_attribute(
+                    AttributeLoc::Function,
+                    self.ctx
+                        .create_string_attribute(crate::gather::SCALAR_GATHERS, "true"),
+                );
+            }
             _ => {}
         }
         let r = self.stmts(body);

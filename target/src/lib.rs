@@ -68,9 +68,9 @@ pub struct CodegenOptions {
     /// (LLVM's `contract`; default on, as C compilers do). Off, every product and sum rounds
     /// separately, as in the interpreters.
     pub fp_contract: bool,
-    /// Assemble the gathers of vectorized loops from scalar loads instead of gather
-    /// instructions where that is faster (see `gather.rs`): by default on hosts where it was
-    /// measured faster ([`host_assembles_gathers`]).
+    /// Assemble the gathers of loops annotated `scalar_gathers` from scalar loads instead of
+    /// gather instructions (see `gather.rs`); off, the annotation is ignored. By default on
+    /// hosts where that was measured faster ([`host_assembles_gathers`]).
     pub assemble_gathers: bool,
 }
 

@@ -71,19 +71,31 @@ pub fn host_gathers_rows() -> bool {
     })
 }
 
-/// Whether vectorized loops assemble their gathers of 8-byte elements from scalar loads rather
-/// than gather instructions (see `gather.rs`): on AMD Zen 5 (LLVM's `znver5`), where an element
-/// costs 0.17 ns that way against 0.23 with `vgatherdpd` (`x` in L1; SpMV 10–24% faster on
-/// seven matrices, session 17), and Zen 4, whose gathers are slower still (not measured).
-/// `LACUNA_GATHERS=hardware` in the environment keeps gather instructions (`loads` assembles
-/// them on any host), for comparisons. Read once.
+/// Whether the loops annotated `scalar_gathers` assemble their gathers of 8-byte elements from
+/// scalar loads rather than gather instructions (see `gather.rs`): on AMD Zen 5 (LLVM's
+/// `znver5`), where an element costs 0.17 ns that way against 0.23 with `vgatherdpd` (`x` in
+/// L1; SpMV 10–24% faster on seven matrices with `x` in L1 or L2, session 17), and Zen 4, whose
+/// gathers are slower still (not measured). `LACUNA_GATHERS=hardware` in the environment keeps
+/// every gather instruction, `LACUNA_GATHERS=loads` assembles the gathers of every loop on any
+/// host, annotated or not (for comparisons). Read once.
 pub fn host_assembles_gathers() -> bool {
     static SCALAR: OnceLock<bool> = OnceLock::new();
-    *SCALAR.get_or_init(|| match std::env::var("LACUNA_GATHERS").as_deref() {
-        Ok("hardware") => false,
-        Ok("loads") => true,
+    *SCALAR.get_or_init(|| match gathers_env().as_deref() {
+        Some("hardware") => false,
+        Some("loads") => true,
         _ => assembles_gathers(&TargetMachine::get_host_cpu_name().to_string()),
     })
+}
+
+fn gathers_env() -> Option<String> {
+    std::env::var("LACUNA_GATHERS").ok()
+}
+
+/// `LACUNA_GATHERS=loads`: every function's gathers are assembled, not only the annotated
+/// loops'. Read once.
+fn gathers_everywhere() -> bool {
+    static ALL: OnceLock<bool> = OnceLock::new();
+    *ALL.get_or_init(|| gathers_env().as_deref() == Some("loads"))
 }
 
 /// [`host_assembles_gathers`] for an LLVM CPU name.
@@ -185,6 +197,7 @@ pub(crate) fn optimize(
     pbo.set_loop_interleaving(vectorize);
     pbo.set_loop_unrolling(opts.opt_level >= 2);
     let pipeline = format!("default<O{}>", opts.opt_level);
+    crate::gather::propagate_marks(module);
     module
         .run_passes(&pipeline, &hm.tm, pbo)
         .map_err(|e| CodegenError::Optimize {
@@ -192,7 +205,7 @@ pub(crate) fn optimize(
         })?;
     let little_endian = hm.tm.get_target_data().get_byte_ordering() == ByteOrdering::LittleEndian;
     if opts.assemble_gathers && opts.host_cpu && little_endian {
-        crate::gather::assemble_gathers(module);
+        crate::gather::assemble_gathers(module, gathers_everywhere());
     }
     Ok(())
 }

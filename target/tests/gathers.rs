@@ -1,20 +1,35 @@
-//! Gathers of vectorized loops assembled from scalar loads (`CodegenOptions::assemble_gathers`):
-//! results equal the interpreter's bit for bit with and without it, in every element and index
-//! type, on random indices that reach both ends of the gathered array and loop lengths with and
-//! without a tail; where the host's vectorizer emits gathers, the option replaces every
-//! unmasked one of 8-byte elements.
+//! Gathers of vectorized loops annotated `scalar_gathers`, assembled from scalar loads
+//! (`CodegenOptions::assemble_gathers`): results equal the interpreter's with and without it,
+//! in every element and index type, on random indices that reach both ends of the gathered
+//! array and loop lengths with and without a tail; where the host's vectorizer emits gathers,
+//! the option replaces every unmasked one of 8-byte elements in the annotated loop's function,
+//! and none without the annotation.
 
 mod common;
 use common::*;
 use lacuna_ir::{ArrayData, DType};
 use lacuna_stage1::BinOp;
-use lacuna_stage2::{ForKind, Func};
+use lacuna_stage2::{Expr, ForKind, Func, Stmt};
 use lacuna_target::{emit_llvm_ir, host_assembles_gathers, CodegenOptions};
 use proptest::prelude::*;
 
-/// `vectorized for j in 0..n { out[j] = v[j] * x[idx[j]] }` (`reduce`: `out[0] += ...` in a
-/// serial loop around it, as SpMV's sum over a row).
+/// `attr scalar_gathers = 1 { vectorized for j in 0..n { out[j] = v[j] * x[idx[j]] } }`
+/// (`reduce`: `out[0] += ...`, as SpMV's sum over a row).
 fn gather(vt: DType, it: DType, reduce: bool) -> Func {
+    annotated(gather_loop(vt, it, reduce))
+}
+
+fn annotated(mut f: Func) -> Func {
+    f.body = vec![Stmt::Attr {
+        key: "scalar_gathers".into(),
+        value: Expr::Int(1, DType::I64),
+        body: std::mem::take(&mut f.body),
+    }];
+    f
+}
+
+/// The loop of [`gather`] without the annotation.
+fn gather_loop(vt: DType, it: DType, reduce: bool) -> Func {
     let index = if it == DType::I64 {
         load("idx", var("j"))
     } else {
@@ -177,6 +192,22 @@ fn the_option_replaces_every_unmasked_gather_of_8_bytes() {
                 assert!(gathers_of_8_bytes(&on) < gathers_of_8_bytes(&off));
             }
         }
+    }
+}
+
+#[test]
+fn loops_without_the_annotation_keep_their_gathers() {
+    let f = gather_loop(DType::F64, DType::I32, true);
+    let opts = CodegenOptions {
+        assemble_gathers: true,
+        ..CodegenOptions::default()
+    };
+    let plain = emit_llvm_ir(&f, &opts).expect("emits");
+    assert!(!plain.contains("gx.x"), "{plain}");
+    if host_assembles_gathers() {
+        assert!(gathers_of_8_bytes(&plain) > 0, "{plain}");
+        let marked = emit_llvm_ir(&annotated(f), &opts).expect("emits");
+        assert!(marked.contains("gx.x"), "{marked}");
     }
 }
 
