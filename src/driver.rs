@@ -1072,7 +1072,10 @@ pub const SPMV_MASKED_REGISTERS: i64 = lacuna_tuning::MASKED_REGISTERS;
 /// lanes 117–170 ms, with the prefetch 87–96 ms (scalar with prefetch 87 ms); with `x` of
 /// 0.6–1.6 MB the vector lanes alone are fastest (er-mid 2.4–2.6 ms, with prefetch 2.8–3.2,
 /// scalar with prefetch 2.9; soc-Slashdot0902 1.17–1.53, 1.69–2.14 and 1.56). Between 1.6 and
-/// 17 MB nothing was measured; 8 MiB splits the gap.
+/// 17 MB nothing was measured; 8 MiB splits the gap. From there rows shorter than
+/// [`SPMV_UNMASKED_MIN_ROW`] run scalar, prefetched: rmat-large, session 17 (znver5, min of
+/// 15, ms, one / two threads, two alternating runs), masked lanes 41.1–43.1 / 21.5–22.7,
+/// scalar 39.5–40.7 / 19.8–20.4, both prefetching [`SPMV_PREFETCH_DISTANCE`] ahead.
 pub const SPMV_VECTOR_PREFETCH_MIN_BYTES: usize = 8 << 20;
 
 /// Bytes of `x` from which SpMV's built-in schedule (rows not vectorized) prefetches its
@@ -1087,9 +1090,14 @@ pub const SPMV_PREFETCH_MIN_BYTES: usize = 512 << 10;
 /// [`scattered_gathers`] (thousandths) from which SpMV's built-in schedule prefetches.
 pub const SPMV_PREFETCH_MIN_SCATTERED: usize = 500;
 
-/// Entries ahead that SpMV's built-in prefetch reads `J.indices` (a C loop on rmat-large:
-/// 16 → 123 ms, 32 → 98, 64 → 91, 128 → 87, 256 → 92, none → 134).
-pub const SPMV_PREFETCH_DISTANCE: i64 = 64;
+/// Entries ahead that SpMV's built-in prefetch reads `J.indices`. A C loop on rmat-large (an
+/// earlier, slower host): 16 → 123 ms, 32 → 98, 64 → 91, 128 → 87, 256 → 92, none → 134.
+/// On the znver5 VM (session 17, `lacuna bench`, min of 15, ms, one / two threads, two
+/// alternating runs): the built-in masked rows with 64 → 58–62 / 27–30, 128 → 49–50 / 24.3–24.6,
+/// 256 → 42.8–43.0 / 21.3–21.7, 512 → 43.5–43.9 / 22.3–22.4; scalar rows 128 → 47.6–48.0 / 23.1–23.6,
+/// 256 → 40.3–43.3 / 20.2–21.8, 512 → 40.0–40.1 / 20.4–20.6, 1024 → 39.6–40.7 / 20.3–20.6,
+/// none → 60–69. 256 entries are at most 16 KiB of lines in flight, well within L1.
+pub const SPMV_PREFETCH_DISTANCE: i64 = 256;
 
 /// The built-in schedule for a kernel run without one, chosen from its inputs' statistics: the
 /// outermost loop of its sparse iteration in parallel (balanced by stored entries) when the
@@ -1222,10 +1230,16 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             && (data.mean_row() >= SPMV_UNMASKED_MIN_ROW
                 || (data.gathered_bytes <= SPMV_L1_GATHER_BYTES
                     && data.mean_row() >= SPMV_VECTOR_MIN_ROW));
+        // Rows shorter than that scattering their gathers over an `x` beyond the caches run
+        // scalar, prefetched (see [`SPMV_VECTOR_PREFETCH_MIN_BYTES`]).
+        let scalar_far = data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED
+            && data.gathered_bytes >= SPMV_VECTOR_PREFETCH_MIN_BYTES
+            && data.mean_row() < SPMV_UNMASKED_MIN_ROW;
         let masked = data.vector_masks
             && !unmasked
+            && !scalar_far
             && data.row_changes_permille >= SPMV_MASKED_MIN_ROW_CHANGES;
-        let vector = masked || data.mean_row() >= SPMV_VECTOR_MIN_ROW;
+        let vector = !scalar_far && (masked || data.mean_row() >= SPMV_VECTOR_MIN_ROW);
         if vector {
             trace.push(I::Vectorize {
                 r#loop: "spmv:j".into(),
