@@ -590,6 +590,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                         .and_then(lacuna::tune::parse_strategy),
                     template: lacuna::tuning::TemplateOptions {
                         formats: cmd.decompositions,
+                        scalar_gathers: lacuna::target::host_assembles_gathers(),
                         ..Default::default()
                     },
                     timeout: std::time::Duration::from_secs_f64(cmd.timeout),

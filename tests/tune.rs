@@ -261,6 +261,52 @@ fn spmv_template_tries_lanes_formats() {
     }
     // Two formats, serial and parallel groups.
     assert_eq!(lanes_points, 4);
+    // With `scalar_gathers`, each vector-lane point also comes with its gathers assembled from
+    // scalar loads (the annotation), and computes the same; masked or serial rows refuse it.
+    let opts = TemplateOptions {
+        scalar_gathers: true,
+        ..TemplateOptions::default()
+    };
+    let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &opts);
+    let space = t.space();
+    assert!(space.decisions.iter().any(|d| d.name == "gathers"));
+    let mut scalar_points = 0;
+    for i in 0..space.size() {
+        let point = space.point(i);
+        let labels = space.labels(&point);
+        if labels["gathers"] != "scalar" {
+            continue;
+        }
+        let lanes = LANES_FORMATS.contains(&labels["format"].as_str());
+        let vector_lanes = if lanes {
+            labels["entries"] == "serial"
+        } else {
+            labels["entries"] == "vector"
+        };
+        match t.trace(&point) {
+            Ok(trace) => {
+                assert!(vector_lanes, "{labels:?}");
+                assert!(
+                    trace.iter().any(|inst| matches!(inst,
+                        lacuna::schedule::Instruction::Annotate { key, .. } if key == "scalar_gathers")),
+                    "{labels:?}: {trace:?}"
+                );
+                let file = ScheduleFile {
+                    version: 1,
+                    kernel: "spmv".into(),
+                    trace,
+                };
+                let got = run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1)
+                    .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
+                let d = max_rel_diff(&want, &got.outputs["y"]);
+                assert!(d <= 1e-12, "{labels:?}: differs by {d}");
+                scalar_points += 1;
+            }
+            Err(e) => assert!(!vector_lanes || !lanes, "{labels:?}: {e}"),
+        }
+    }
+    // At least the lanes formats' four points, and CSR's vector rows.
+    assert!(scalar_points >= 6, "{scalar_points}");
     // A matrix on more diagonals than DIA stores gets sliced ELL only.
     let wide = load_input(&root().join("tests/data/west0479.mtx")).expect("matrix");
     let Input::Coo(wide) = wide else {

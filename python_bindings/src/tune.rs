@@ -102,6 +102,7 @@ pub fn tune(
         strategy,
         template: TemplateOptions {
             formats: decompositions,
+            scalar_gathers: lacuna::target::host_assembles_gathers(),
             ..TemplateOptions::default()
         },
         timeout: Duration::from_secs_f64(timeout),

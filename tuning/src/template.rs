@@ -43,6 +43,10 @@ pub struct TemplateOptions {
     /// Whether kernels that walk a sparse row innermost (SpMV) also try [`LANES_FORMATS`],
     /// whose rows run as vector lanes.
     pub lanes: bool,
+    /// Whether such kernels also try their vector lanes' gathers assembled from scalar loads
+    /// (the `gathers` decision; `scalar_gathers` takes effect only on hosts where
+    /// `lacuna_target::host_assembles_gathers`, which `lacuna tune` passes here).
+    pub scalar_gathers: bool,
 }
 
 /// The formats whose rows run as vector lanes ([`lacuna_schedule::lanes`], also the built-in
@@ -59,6 +63,7 @@ impl Default for TemplateOptions {
             hyb: vec![(1, 32), (2, 32), (4, 32)],
             bsr: vec![2, 4],
             lanes: true,
+            scalar_gathers: false,
         }
     }
 }
@@ -80,6 +85,9 @@ impl Default for TemplateOptions {
 /// - `entries` (kernels whose innermost loop walks a sparse row, as SpMV's does, instead of a
 ///   feature loop): each row's entries serial, as vector lanes, or as vector lanes with the
 ///   tail masked (`masked`, two registers per step);
+/// - `gathers` (with `entries`, where [`TemplateOptions::scalar_gathers`]): the vector lanes'
+///   gathers as gather instructions (`hardware`) or assembled from scalar loads (`scalar`:
+///   the `scalar_gathers` annotation, which needs unmasked vector lanes);
 /// - `parallel`: the outermost loop of every compute iteration serial, or parallel where that
 ///   is legal (the runtime balances a row loop by stored entries; parts whose rows repeat, as
 ///   split rows do, stay serial).
@@ -234,6 +242,9 @@ impl KernelTemplate {
                 vec!["serial".into(), "vector".into(), "masked".into()],
             );
         }
+        if entries.is_some() && opts.scalar_gathers {
+            space.push("gathers", vec!["hardware".into(), "scalar".into()]);
+        }
         if opts.parallel {
             space.push("parallel", vec!["serial".into(), "rows".into()]);
         }
@@ -286,6 +297,21 @@ impl KernelTemplate {
             for inst in lacuna_schedule::lanes::lanes_trace(it, row, out) {
                 apply(&mut s, inst)?;
             }
+            if label("gathers") == "scalar" {
+                apply(
+                    &mut s,
+                    Instruction::Annotate {
+                        r#loop: lacuna_schedule::lanes::lanes_loop(it, row),
+                        key: "scalar_gathers".into(),
+                        value: 1,
+                    },
+                )?;
+            }
+        } else if label("gathers") == "scalar" && label("entries") != "vector" {
+            return Err(
+                "`gathers: scalar` assembles the gathers of unmasked vector lanes: `entries` must be `vector` or the format a lanes format"
+                    .into(),
+            );
         }
         if let Some((var, param, _)) = &self.feature {
             let tile_label = label("tile");
@@ -351,6 +377,16 @@ impl KernelTemplate {
                         continue;
                     };
                     apply(&mut s, Instruction::Vectorize { r#loop: j.clone() })?;
+                    if label("gathers") == "scalar" {
+                        apply(
+                            &mut s,
+                            Instruction::Annotate {
+                                r#loop: j.clone(),
+                                key: "scalar_gathers".into(),
+                                value: 1,
+                            },
+                        )?;
+                    }
                     if how == "masked" {
                         apply(
                             &mut s,
