@@ -59,23 +59,13 @@ static double gather4(void) {
 #endif
 
 #ifdef __AVX512F__
-#define STEP8(a, o) \
-  a = _mm512_fmadd_pd(_mm512_loadu_pd(v + i + (o)), \
-                      _mm512_i32gather_pd(_mm256_loadu_si256((const __m256i *)(idx + i + (o))), x, 8), a)
-static double gather8(void) {
-  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-  for (int p = 0; p < PASSES; p++)
-    for (int i = 0; i < N; i += 32) {
-      STEP8(a0, 0);
-      STEP8(a1, 8);
-      STEP8(a2, 16);
-      STEP8(a3, 24);
-    }
-  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+// 8 lanes gathered by one instruction.
+static inline __m512d gather(const int *ix) {
+  return _mm512_i32gather_pd(_mm256_loadu_si256((const __m256i *)ix), x, 8);
 }
 
 // 8 lanes from scalar loads: indices read in pairs, elements inserted into one vector.
-static inline __m512d assemble8(const int *ix) {
+static inline __m512d assemble(const int *ix) {
   const unsigned long long *q = (const unsigned long long *)ix;
   __m128d p[4];
   for (int k = 0; k < 4; k++) {
@@ -87,18 +77,22 @@ static inline __m512d assemble8(const int *ix) {
   return _mm512_insertf64x4(_mm512_castpd256_pd512(lo), hi, 1);
 }
 
-#define ASM8(a, o) a = _mm512_fmadd_pd(_mm512_loadu_pd(v + i + (o)), assemble8(idx + i + (o)), a)
-static double assembled8(void) {
-  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-  for (int p = 0; p < PASSES; p++)
-    for (int i = 0; i < N; i += 32) {
-      ASM8(a0, 0);
-      ASM8(a1, 8);
-      ASM8(a2, 16);
-      ASM8(a3, 24);
-    }
-  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
-}
+// The sum with 8 lanes per step from LANES, four independent accumulators.
+#define STEP8(a, o, LANES) a = _mm512_fmadd_pd(_mm512_loadu_pd(v + i + (o)), LANES(idx + i + (o)), a)
+#define SUM8(name, LANES)                                                                        \
+  static double name(void) {                                                                   \
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;                               \
+    for (int p = 0; p < PASSES; p++)                                                           \
+      for (int i = 0; i < N; i += 32) {                                                        \
+        STEP8(a0, 0, LANES);                                                                   \
+        STEP8(a1, 8, LANES);                                                                   \
+        STEP8(a2, 16, LANES);                                                                  \
+        STEP8(a3, 24, LANES);                                                                  \
+      }                                                                                        \
+    return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3))); \
+  }
+SUM8(gather8, gather)
+SUM8(assembled8, assemble)
 #endif
 
 static void report(const char *name, double (*f)(void)) {

@@ -222,6 +222,18 @@ fn spmv_template_tries_lanes_formats() {
         lacuna::stage1::Output::Dense(d) => d.clone(),
         other => panic!("{other:?}"),
     });
+    // A point's trace, compiled and run, computes the interpreter's `y`.
+    let computes_y = |trace, what: &str| {
+        let file = ScheduleFile {
+            version: 1,
+            kernel: "spmv".into(),
+            trace,
+        };
+        let got = run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let d = max_rel_diff(&want, &got.outputs["y"]);
+        assert!(d <= 1e-12, "{what}: differs by {d}");
+    };
     let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
     let stats = lacuna::tuning::coo_stats(&coo);
     let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &TemplateOptions::default());
@@ -244,15 +256,7 @@ fn spmv_template_tries_lanes_formats() {
         }
         match (labels["entries"].as_str(), t.trace(&point)) {
             ("serial", Ok(trace)) => {
-                let file = ScheduleFile {
-                    version: 1,
-                    kernel: "spmv".into(),
-                    trace,
-                };
-                let got = run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1)
-                    .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
-                let d = max_rel_diff(&want, &got.outputs["y"]);
-                assert!(d <= 1e-12, "{labels:?}: differs by {d}");
+                computes_y(trace, &format!("{labels:?}"));
                 lanes_points += 1;
             }
             ("serial", Err(e)) => panic!("{labels:?}: {e}"),
@@ -291,15 +295,7 @@ fn spmv_template_tries_lanes_formats() {
                         lacuna::schedule::Instruction::Annotate { key, .. } if key == "scalar_gathers")),
                     "{labels:?}: {trace:?}"
                 );
-                let file = ScheduleFile {
-                    version: 1,
-                    kernel: "spmv".into(),
-                    trace,
-                };
-                let got = run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1)
-                    .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
-                let d = max_rel_diff(&want, &got.outputs["y"]);
-                assert!(d <= 1e-12, "{labels:?}: differs by {d}");
+                computes_y(trace, &format!("{labels:?}"));
                 scalar_points += 1;
             }
             Err(e) => assert!(!vector_lanes || !lanes, "{labels:?}: {e}"),
