@@ -49,7 +49,7 @@ fn benches(c: &mut Criterion) -> Result<(), BenchError> {
                     if let Err(e) = prep.run_raw() {
                         failed.get_or_insert(e);
                     }
-                    black_box(&prep.bindings);
+                    black_box(prep.bindings());
                 })
             });
             if let Some(e) = failed {

@@ -541,8 +541,9 @@ pub fn compile_kernel(
 /// A compiled kernel bound to its inputs, ready to run.
 pub struct Prepared<'a> {
     compiled: &'a Compiled,
-    /// Everything the kernel reads and writes.
-    pub bindings: Bindings,
+    /// Everything the kernel reads and writes, as `run_preprocess` (which validated it) left it:
+    /// private, since the runs trust it (see [`Prepared::bindings`]).
+    bindings: Bindings,
     /// Seconds to convert and bind the inputs.
     pub convert_s: f64,
     /// Seconds of the preprocessing function (run once here, not by the timed runs).
@@ -638,7 +639,9 @@ impl Prepared<'_> {
         let c = self.compiled;
         c.exe.reset_outputs(&c.program, &mut self.bindings);
         let t = Instant::now();
-        let device = c.exe.run_kernel_timed(&c.program, &mut self.bindings)?;
+        // SAFETY: `bindings` is as `run_preprocess` left it; nothing outside reaches it mutably,
+        // and `reset_outputs` changed only output values.
+        let device = unsafe { c.exe.run_kernel_timed(&c.program, &mut self.bindings)? };
         Ok(device.unwrap_or_else(|| t.elapsed().as_secs_f64()))
     }
 
@@ -646,8 +649,14 @@ impl Prepared<'_> {
     /// initialize their outputs themselves).
     pub fn run_raw(&mut self) -> Result<(), BenchError> {
         let c = self.compiled;
-        c.exe.run_kernel(&c.program, &mut self.bindings)?;
+        // SAFETY: as in `run_once`; the kernel itself changed only output values.
+        unsafe { c.exe.run_kernel(&c.program, &mut self.bindings)? };
         Ok(())
+    }
+
+    /// Everything the kernel reads and writes (read-only: the runs trust it).
+    pub fn bindings(&self) -> &Bindings {
+        &self.bindings
     }
 
     /// The sum of all output values.

@@ -27,6 +27,13 @@ use std::time::Instant;
 /// Anything that can go wrong between the command line and a result.
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
+    /// Bindings handed to an executable with the program of another (see
+    /// [`Executable::check_bindings`]).
+    #[error("kernel `{kernel}`: the program given is not the one the executable was built for (bind to the program `build_with` returned)")]
+    OtherProgram {
+        /// The given program's kernel name.
+        kernel: String,
+    },
     /// A kernel file cannot be read.
     #[error("{path}: {source}")]
     KernelRead {
@@ -391,10 +398,38 @@ impl clap::ValueEnum for Target {
     }
 }
 
+/// Machine code with the program it was lowered from. The code does no bounds checks, so the
+/// driver runs it only on bindings validated against that program (`lacuna_stage1::validate`).
+pub struct ForProgram<K> {
+    kernel: K,
+    /// `None` for the generated value copies, whose runs check their own extents.
+    program: Option<Program>,
+}
+
+impl<K> ForProgram<K> {
+    /// The compiled kernel.
+    pub fn kernel(&self) -> &K {
+        &self.kernel
+    }
+
+    /// The program the kernel was lowered from, against which its bindings are validated.
+    pub fn program(&self) -> Option<&Program> {
+        self.program.as_ref()
+    }
+}
+
+impl<K> std::ops::Deref for ForProgram<K> {
+    type Target = K;
+
+    fn deref(&self) -> &K {
+        &self.kernel
+    }
+}
+
 /// A kernel ready to run on some target.
 pub enum Executable {
     /// Compiled machine code.
-    Jit(Box<CompiledKernel>),
+    Jit(Box<ForProgram<CompiledKernel>>),
     /// The flat program, interpreted.
     Interp(Box<Lowered>),
     /// The stage-I program, interpreted.
@@ -402,7 +437,7 @@ pub enum Executable {
     /// The flat program, interpreted with GPU semantics.
     InterpGpu(Box<Lowered>),
     /// A kernel loaded on a CUDA GPU.
-    Cuda(Box<CudaKernel>),
+    Cuda(Box<ForProgram<CudaKernel>>),
     /// A kernel with a preprocessing function (see `extract_preprocess`): `preprocess` runs
     /// once per matrix and fills the aux buffers that `kernel` reads.
     Preprocessed {
@@ -434,6 +469,7 @@ pub struct ValueCopy {
     pub buffer: String,
     /// The generated function (flat stage-II IR).
     pub func: lacuna_stage2::Func,
+    conv: Conversion,
     exe: Box<Executable>,
 }
 
@@ -446,9 +482,10 @@ impl ValueCopy {
         };
         lacuna_stage2::verify_flat(&func)?;
         let exe = match target {
-            Target::Jit | Target::Cuda(_) => {
-                Executable::Jit(Box::new(compile(&func, &CodegenOptions::default())?))
-            }
+            Target::Jit | Target::Cuda(_) => Executable::Jit(Box::new(ForProgram {
+                kernel: compile(&func, &CodegenOptions::default())?,
+                program: None,
+            })),
             Target::Interp | Target::InterpGpu | Target::InterpStage1 => {
                 Executable::Interp(Box::new(Lowered {
                     stage2: func.clone(),
@@ -459,6 +496,7 @@ impl ValueCopy {
         Ok(Some(ValueCopy {
             buffer: conv.buffer.clone(),
             func,
+            conv: conv.clone(),
             exe: Box::new(exe),
         }))
     }
@@ -480,7 +518,8 @@ impl ValueCopy {
             .get(&self.buffer)
             .ok_or_else(|| missing(self.buffer.clone()))?;
         // The source maps index the entries the inspector saw: no more, no fewer.
-        if usize::try_from(nnz).ok() != Some(a.len()) {
+        let entries = a.len();
+        if usize::try_from(nnz).ok() != Some(entries) {
             return Err(DriverError::Conversion {
                 buffer: self.buffer.clone(),
                 source: DecomposeError::ValuesLength {
@@ -494,7 +533,48 @@ impl ValueCopy {
                 return Err(missing(decl.name.clone()));
             }
         }
-        self.exe.run(p, b)
+        // The compiled copy does no bounds checks: every slot it visits must have a source and a
+        // destination, and every source must name one of `a`'s entries.
+        for x in lacuna_schedule::value_copy_extents(&self.conv, &b.params) {
+            let slots = x.slots.ok_or_else(|| {
+                DriverError::Bind(BindError::UnboundParam {
+                    param: format!("{} (its slot counts)", x.part),
+                })
+            })?;
+            let len = |name: &str| b.buffers.get(name).map_or(0, lacuna_ir::ArrayData::len);
+            for name in [&x.source, &x.part] {
+                if len(name) < slots {
+                    return Err(DriverError::Bind(BindError::Length {
+                        buffer: name.clone(),
+                        array: "values".into(),
+                        expected: slots,
+                        found: len(name),
+                    }));
+                }
+            }
+            // Another element type is refused by the run itself.
+            let Some(lacuna_ir::ArrayData::I64(src)) = b.buffers.get(&x.source) else {
+                continue;
+            };
+            if let Some((slot, &value)) = src[..slots]
+                .iter()
+                .enumerate()
+                .find(|(_, &k)| usize::try_from(k).is_ok_and(|k| k >= entries))
+            {
+                return Err(DriverError::Conversion {
+                    buffer: self.buffer.clone(),
+                    source: DecomposeError::SourceMap {
+                        map: x.source,
+                        slot,
+                        value,
+                        nnz: entries,
+                    },
+                });
+            }
+        }
+        // SAFETY: the copy reads `a` below `entries` (checked above, with the other slots'
+        // extents) and the parts' maps and values below their slot counts (checked above).
+        unsafe { self.exe.run_unchecked(p, b) }
     }
 }
 
@@ -583,14 +663,18 @@ impl Executable {
                 Target::InterpStage1 => Executable::InterpStage1(Box::new(p.clone())),
                 Target::Interp => Executable::Interp(Box::new(Lowered { stage2, flat })),
                 Target::InterpGpu => Executable::InterpGpu(Box::new(Lowered { stage2, flat })),
-                Target::Cuda(arch) => Executable::Cuda(Box::new(CudaKernel::load(compile_ptx(
-                    &flat,
-                    arch,
-                    &CodegenOptions::default(),
-                )?)?)),
-                Target::Jit => {
-                    Executable::Jit(Box::new(compile(&flat, &CodegenOptions::default())?))
-                }
+                Target::Cuda(arch) => Executable::Cuda(Box::new(ForProgram {
+                    kernel: CudaKernel::load(compile_ptx(
+                        &flat,
+                        arch,
+                        &CodegenOptions::default(),
+                    )?)?,
+                    program: Some(p.clone()),
+                })),
+                Target::Jit => Executable::Jit(Box::new(ForProgram {
+                    kernel: compile(&flat, &CodegenOptions::default())?,
+                    program: Some(p.clone()),
+                })),
             });
         }
         Ok(match target {
@@ -603,15 +687,21 @@ impl Executable {
             }
             Target::Cuda(arch) => {
                 let l = lower(p, &Config::default(), &mut |_, _| {})?;
-                Executable::Cuda(Box::new(CudaKernel::load(compile_ptx(
-                    &l.flat,
-                    arch,
-                    &CodegenOptions::default(),
-                )?)?))
+                Executable::Cuda(Box::new(ForProgram {
+                    kernel: CudaKernel::load(compile_ptx(
+                        &l.flat,
+                        arch,
+                        &CodegenOptions::default(),
+                    )?)?,
+                    program: Some(p.clone()),
+                }))
             }
             Target::Jit => {
                 let l = lower(p, &Config::default(), &mut |_, _| {})?;
-                Executable::Jit(Box::new(compile(&l.flat, &CodegenOptions::default())?))
+                Executable::Jit(Box::new(ForProgram {
+                    kernel: compile(&l.flat, &CodegenOptions::default())?,
+                    program: Some(p.clone()),
+                }))
             }
         })
     }
@@ -646,44 +736,112 @@ impl Executable {
 
     /// Runs the generated value copies of decomposed buffers, then the preprocessing function
     /// on `b` (allocating its aux buffers): once per matrix, before [`Executable::run_kernel`].
-    /// Does nothing without them.
+    /// Does nothing without them. `p` must be the program the executable was built for, and
+    /// `b` must pass `lacuna_stage1::validate` against it: otherwise an error, and nothing runs.
     pub fn run_preprocess(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
+        self.check_bindings(p, b)?;
+        // SAFETY: just validated.
+        unsafe { self.run_preprocess_unchecked(p, b) }
+    }
+
+    /// [`Executable::run_preprocess`] without validating `b`.
+    ///
+    /// # Safety
+    ///
+    /// `b` passes [`Executable::check_bindings`] against `p`.
+    unsafe fn run_preprocess_unchecked(
+        &self,
+        p: &Program,
+        b: &mut Bindings,
+    ) -> Result<(), DriverError> {
         match self {
             Executable::Preprocessed {
                 preprocess, stage, ..
             } => {
                 allocate_aux(stage, b)?;
-                preprocess.run(p, b)?;
+                // SAFETY: the preprocessing function reads `p`'s data, validated by the caller,
+                // and writes the aux buffers just allocated for it.
+                unsafe { preprocess.run_unchecked(p, b)? };
             }
             Executable::Decomposed { kernel, copies } => {
                 for c in copies {
                     c.run(p, b)?;
                 }
-                kernel.run_preprocess(p, b)?;
+                // SAFETY: the copies changed only the parts' values, in place.
+                unsafe { kernel.run_preprocess_unchecked(p, b)? };
             }
             _ => {}
         }
         Ok(())
     }
 
+    /// Checks that `b` may be handed to this executable's machine code: `p` is the program it
+    /// was built for (the executable returned with it by [`Executable::build_with`]) and `b`
+    /// passes `lacuna_stage1::validate` against `p`. The interpreters check every access
+    /// themselves and take any bindings.
+    pub fn check_bindings(&self, p: &Program, b: &Bindings) -> Result<(), DriverError> {
+        if !self.same_program(p)? {
+            return Ok(());
+        }
+        lacuna_stage1::validate(p, b)?;
+        Ok(())
+    }
+
+    /// Whether the machine code in this executable was built for `p` (`Ok(false)` when there is
+    /// no machine code); an error when it was built for another program.
+    fn same_program(&self, p: &Program) -> Result<bool, DriverError> {
+        let built = match self {
+            Executable::Jit(k) => k.program.as_ref(),
+            Executable::Cuda(k) => k.program.as_ref(),
+            Executable::Preprocessed {
+                kernel, preprocess, ..
+            } => return Ok(kernel.same_program(p)? | preprocess.same_program(p)?),
+            Executable::Decomposed { kernel, .. } => return kernel.same_program(p),
+            Executable::Interp(_) | Executable::InterpStage1(_) | Executable::InterpGpu(_) => {
+                return Ok(false)
+            }
+        };
+        match built {
+            Some(built) if built == p => Ok(true),
+            _ => Err(DriverError::OtherProgram {
+                kernel: p.name.clone(),
+            }),
+        }
+    }
+
     /// Runs the kernel alone on `b`, whose aux buffers [`Executable::run_preprocess`] filled.
-    pub fn run_kernel(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
-        self.run_kernel_timed(p, b).map(|_| ())
+    ///
+    /// # Safety
+    ///
+    /// The machine code does no bounds checks. `b` must be as [`Executable::run_preprocess`]
+    /// (or [`Executable::run`]) on this executable and `p` left it, changed since only in the
+    /// values of buffers that hold no positions or coordinates (the numbers of inputs and
+    /// outputs, not their lengths, and no structure, source map or aux array). The bindings
+    /// [`Executable::check_bindings`] accepts qualify for executables without preprocessing
+    /// or decomposed buffers.
+    pub unsafe fn run_kernel(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
+        // SAFETY: as the caller guarantees.
+        unsafe { self.run_kernel_timed(p, b).map(|_| ()) }
     }
 
     /// [`Executable::run_kernel`], returning the seconds the device measured itself where the
     /// kernel runs on a GPU (CUDA events around its launches, without the buffers' copies
     /// between host and device), `None` on the host and in the interpreters.
-    pub fn run_kernel_timed(
+    ///
+    /// # Safety
+    ///
+    /// As for [`Executable::run_kernel`].
+    pub unsafe fn run_kernel_timed(
         &self,
         p: &Program,
         b: &mut Bindings,
     ) -> Result<Option<f64>, DriverError> {
+        // SAFETY (all arms): as the caller guarantees.
         match self {
-            Executable::Preprocessed { kernel, .. } => kernel.run_kernel_timed(p, b),
-            Executable::Decomposed { kernel, .. } => kernel.run_kernel_timed(p, b),
-            Executable::Cuda(k) => Ok(Some(k.run(b)?)),
-            other => other.run(p, b).map(|_| None),
+            Executable::Preprocessed { kernel, .. } => unsafe { kernel.run_kernel_timed(p, b) },
+            Executable::Decomposed { kernel, .. } => unsafe { kernel.run_kernel_timed(p, b) },
+            Executable::Cuda(k) => Ok(Some(unsafe { k.run(b)? })),
+            other => unsafe { other.run_unchecked(p, b).map(|_| None) },
         }
     }
 
@@ -701,23 +859,39 @@ impl Executable {
         }
     }
 
-    /// Runs once on `b` (the preprocessing function first, where there is one).
+    /// Runs once on `b` (the preprocessing function first, where there is one). `p` must be the
+    /// program the executable was built for, and `b` must pass `lacuna_stage1::validate`
+    /// against it (see [`Executable::check_bindings`]): otherwise an error, and nothing runs.
     pub fn run(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
+        self.check_bindings(p, b)?;
+        // SAFETY: just validated.
+        unsafe { self.run_unchecked(p, b) }
+    }
+
+    /// [`Executable::run`] without validating `b`.
+    ///
+    /// # Safety
+    ///
+    /// `b` passes [`Executable::check_bindings`] against `p`, or (for the value copies'
+    /// executables, built for no program) holds what the copy reads and writes.
+    unsafe fn run_unchecked(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
+        // SAFETY (all arms): the preprocessing leaves what the kernel reads; otherwise as the
+        // caller guarantees.
         match self {
-            Executable::Preprocessed { kernel, .. } => {
-                self.run_preprocess(p, b)?;
-                kernel.run(p, b)?;
-            }
-            Executable::Decomposed { kernel, .. } => {
-                self.run_preprocess(p, b)?;
+            Executable::Preprocessed { kernel, .. } => unsafe {
+                self.run_preprocess_unchecked(p, b)?;
+                kernel.run_unchecked(p, b)?;
+            },
+            Executable::Decomposed { kernel, .. } => unsafe {
+                self.run_preprocess_unchecked(p, b)?;
                 kernel.run_kernel(p, b)?;
-            }
-            Executable::Jit(k) => k.run(b)?,
+            },
+            Executable::Jit(k) => unsafe { k.run(b)? },
             Executable::Interp(l) => interpret_func(&l.flat, b)?,
             Executable::InterpStage1(_) => interpret(p, b)?,
             Executable::InterpGpu(l) => interpret_gpu(&l.flat, b)?,
             Executable::Cuda(k) => {
-                k.run(b)?;
+                unsafe { k.run(b)? };
             }
         }
         Ok(())
@@ -1513,7 +1687,8 @@ pub fn run_kernel_scheduled(
     for _ in 0..repeat.max(1) {
         exe.reset_outputs(p, &mut b);
         let t = Instant::now();
-        let device = exe.run_kernel_timed(p, &mut b)?;
+        // SAFETY: `b` is as `run_preprocess` (which validated it) left it, outputs zeroed.
+        let device = unsafe { exe.run_kernel_timed(p, &mut b)? };
         run_seconds.push(device.unwrap_or_else(|| t.elapsed().as_secs_f64()));
     }
     let mut outputs = BTreeMap::new();
@@ -1702,7 +1877,9 @@ pub fn coiteration_once(
                 if k.plan.parallel_rows && threads > 1 {
                     run_row_chunks(k, kernel, pass, b, threads)
                 } else {
-                    kernel.run(b).map_err(|e| e.to_string())
+                    // SAFETY: `CoKernel::bind` built `b` from the validated inputs, and the
+                    // passes before this one sized what it reads (see `run_row_chunks`).
+                    unsafe { kernel.run(b) }.map_err(|e| e.to_string())
                 }
             })?;
             k.output(b)?

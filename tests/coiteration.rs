@@ -215,7 +215,9 @@ fn compiled_outputs(c: &Compiled, fresh: &lacuna::stage1::Bindings) -> Vec<Outpu
             Pass::Count => c.count.as_ref().expect("count pass"),
             Pass::Compute => &c.compute,
         };
-        kernel.run(b).map_err(|e| e.to_string())
+        // SAFETY: `CoKernel::bind` built `fresh` from checked inputs; the count pass sized the
+        // compute pass's arrays.
+        unsafe { kernel.run(b) }.map_err(|e| e.to_string())
     })
     .expect("jit runs");
     let mut interp = fresh.clone();
@@ -231,8 +233,10 @@ fn compiled_outputs(c: &Compiled, fresh: &lacuna::stage1::Bindings) -> Vec<Outpu
     // checked: its arrays are sized by the operands' stored entries).
     if let Some(one) = &c.one_pass {
         let mut jit = fresh.clone();
-        let ran =
-            c.k.run_one_pass(&mut jit, &mut |_, b| one.run(b).map_err(|e| e.to_string()));
+        // SAFETY: as above; `run_one_pass` sizes the result's arrays by the operands' entries.
+        let ran = c.k.run_one_pass(&mut jit, &mut |_, b| {
+            unsafe { one.run(b) }.map_err(|e| e.to_string())
+        });
         assert!(ran.expect("one pass runs"));
         outs.push(c.k.output(&mut jit).expect("one-pass output"));
         // With the result's arrays reserved, not zeroed (the driver's path).
@@ -1220,7 +1224,8 @@ fn mlir_is_equal_on_sparse_vectors() {
             Pass::Count => k.count.as_ref().expect("count"),
             Pass::Compute => &k.compute,
         };
-        kernel.run(b).map_err(|e| e.to_string())
+        // SAFETY: as in `compiled_outputs`.
+        unsafe { kernel.run(b) }.map_err(|e| e.to_string())
     })
     .expect("runs");
     for out in [

@@ -11,7 +11,7 @@ use lacuna::driver::{convert_inputs, DriverError, Executable, Target};
 use lacuna::ir::ArrayData;
 use lacuna::schedule::decompose::{materialize, CsrMatrix, Decomposition};
 use lacuna::schedule::{Conversion, Instruction, ScheduleFile};
-use lacuna::stage1::{bind_with, unpack, Bindings, Input, Program};
+use lacuna::stage1::{bind_with, unpack, BindError, Bindings, Input, Program};
 use lacuna::stage2::print_func;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
@@ -180,9 +180,8 @@ fn check(built: &Built, m: usize, n: usize, rows: &Rows, seed: u64) {
         .run_preprocess(&built.program, &mut b)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_parts(built, &b, &csr_of(m, n, rows), &what);
-    built
-        .exe
-        .run_kernel(&built.program, &mut b)
+    // SAFETY: `b` is as `run_preprocess` left it.
+    unsafe { built.exe.run_kernel(&built.program, &mut b) }
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_dense(
         &what,
@@ -336,18 +335,31 @@ fn rerunning_the_copy_on_new_values_updates_the_parts() {
                 &format!("{what}, new values"),
             );
             lacuna::driver::reset_outputs(&built.program, &mut b);
-            built.exe.run_kernel(&built.program, &mut b).expect("runs");
+            // SAFETY: as `run_preprocess` left it, outputs zeroed.
+            unsafe { built.exe.run_kernel(&built.program, &mut b) }.expect("runs");
             assert_dense(
                 &what,
                 &unpack(&built.program, &b, "C").expect("unpacks"),
                 &[m, K],
                 &spmm_reference(m, n, &new_rows, &b_dense),
             );
-            // A with another number of entries no longer fits the source maps: a typed error.
+            // A with another number of entries no longer fits the structure and the source
+            // maps: a typed error before anything runs. Machine code validates the bindings
+            // first; the interpreters leave it to the value copy's own check.
             b.buffers.insert("A".into(), ArrayData::F64(vec![1.0; 3]));
             let err = built
                 .exe
                 .run_preprocess(&built.program, &mut b)
+                .expect_err("A has 3 entries, the maps index 17");
+            let validated = matches!(
+                err,
+                DriverError::Bind(BindError::Length { ref buffer, expected: 17, found: 3, .. })
+                    if buffer == "A"
+            );
+            assert_eq!(validated, target == Target::Jit, "{what}: {err}");
+            // The value copy checks it too, when run by itself.
+            let err = built.exe.value_copies()[0]
+                .run(&built.program, &mut b)
                 .expect_err("A has 3 entries, the maps index 17");
             assert!(
                 matches!(err, DriverError::Conversion { ref buffer, .. } if buffer == "A"),

@@ -970,7 +970,8 @@ fn a_guard_reading_what_the_loop_writes_keeps_loads_scalar() {
     b.buffers.insert("y".into(), ArrayData::F64(vec![0.0, 0.0]));
     let k = with_cpu_vector_loads(|| lacuna::target::compile(&f, &CodegenOptions::default()))
         .expect("compiles");
-    k.run(&mut b).expect("runs");
+    // SAFETY: every array as long as the function's constant-bound loop reaches (2 elements).
+    unsafe { k.run(&mut b) }.expect("runs");
     assert_eq!(b.buffers["y"], ArrayData::F64(vec![1.5, 0.0]));
     // Without the write to `flag`, the same loop loads x as one vector.
     let mut g = f.clone();

@@ -177,9 +177,10 @@ fn repeated_kernel_runs_do_not_rerun_preprocessing() {
         let mut b = bind(&scheduled, &inputs, &BTreeMap::new()).expect("binds");
         reset_outputs(&scheduled, &mut b);
         // The kernel alone has no aux buffer yet: it does not preprocess by itself.
-        let e = exe
-            .run_kernel(&scheduled, &mut b)
-            .expect_err("aux buffer missing");
+        // SAFETY: `b` passes `check_bindings`; its one difference from what `run_preprocess`
+        // leaves is the missing aux array, which the compiled kernel's run refuses before it
+        // calls any code, and the interpreters check.
+        let e = unsafe { exe.run_kernel(&scheduled, &mut b) }.expect_err("aux buffer missing");
         assert!(e.to_string().contains("mid_0"), "{e}");
         exe.run_preprocess(&scheduled, &mut b)
             .expect("preprocesses");
@@ -187,7 +188,8 @@ fn repeated_kernel_runs_do_not_rerun_preprocessing() {
         assert_eq!(mid, vec![0.0, 0.0, 3.0, 3.0, 3.0, 4.0]);
         for _ in 0..3 {
             exe.reset_outputs(&scheduled, &mut b);
-            exe.run_kernel(&scheduled, &mut b).expect("runs");
+            // SAFETY: as `run_preprocess` left it, outputs zeroed.
+            unsafe { exe.run_kernel(&scheduled, &mut b) }.expect("runs");
             assert_eq!(b.buffers["mid_0"].to_f64_vec(), mid, "kept across runs");
         }
         let out = unpack(&scheduled, &b, "C").expect("unpacks");

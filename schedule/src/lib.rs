@@ -22,6 +22,6 @@ pub use primitives::decompose_format::{
     convert, convert_relations, convert_structure, source_len_param, source_name, Conversion,
     PartKind,
 };
-pub use primitives::value_copy::value_copy_func;
+pub use primitives::value_copy::{value_copy_extents, value_copy_func, CopyExtent};
 pub use schedule::Schedule;
 pub use trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};

@@ -256,8 +256,9 @@ pub enum BindError {
         /// The value given.
         value: i64,
     },
-    /// An array handed in without copying has the wrong number of elements.
-    #[error("input `{buffer}`: {array} has {found} elements, expected {expected}")]
+    /// An array of a buffer (handed in without copying, or bound by hand) has the wrong number
+    /// of elements.
+    #[error("buffer `{buffer}`: {array} has {found} elements, expected {expected}")]
     Length {
         /// The buffer.
         buffer: String,
@@ -890,10 +891,40 @@ fn validate_coordinates(p: &Program, bindings: &dyn Structure) -> Result<(), Bin
     Ok(())
 }
 
-/// Checks every structure array against the parameters: lengths, monotone `indptr` starting at
-/// zero, coordinates in range, sorted and unique where the axis says so.
+/// Checks bindings against the program, as every kernel built from it assumes: each structure
+/// array against the parameters (lengths, monotone `indptr` starting at zero, coordinates in
+/// range, sorted and unique where the axis says so), coordinate buffers in range, and each
+/// bound buffer's length against its axes (plus its extra storage).
+///
+/// Buffers and axes left unbound are not errors here: the kernels that read them refuse to run.
 pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
-    validate_structure(p, bindings)
+    validate_structure(p, bindings)?;
+    for buf in &p.buffers {
+        let Some(values) = bindings.buffers.get(&buf.name) else {
+            continue;
+        };
+        let len = match buffer_len_of(p, bindings, &buf.name) {
+            Ok(len) => len,
+            // Stored over an axis without structure: nothing can iterate it (see above).
+            Err(BindError::NoStructure { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        let expected = usize::try_from(buf.extra_storage)
+            .ok()
+            .and_then(|extra| len.checked_add(extra))
+            .ok_or_else(|| BindError::TooLarge {
+                buffer: buf.name.clone(),
+            })?;
+        if values.len() != expected {
+            return Err(BindError::Length {
+                buffer: buf.name.clone(),
+                array: "values".into(),
+                expected,
+                found: values.len(),
+            });
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Result<(), BindError> {

@@ -338,7 +338,14 @@ impl CudaKernel {
     /// Copies the bound buffers to the device, launches once (every kernel of the function in
     /// order, on the default stream), copies written buffers back; returns the kernels' time in
     /// seconds (CUDA events around the sequence of launches).
-    pub fn run(&self, b: &mut Bindings) -> Result<f64, CudaError> {
+    ///
+    /// # Safety
+    ///
+    /// As for `CompiledKernel::run`: the device code does no bounds checks, so `b` must be
+    /// consistent with the function (as `lacuna_stage1::bind` or `lacuna_stage1::validate`
+    /// guarantee for the program it was lowered from). Accesses out of bounds would read or
+    /// corrupt other device allocations.
+    pub unsafe fn run(&self, b: &mut Bindings) -> Result<f64, CudaError> {
         let api = &self.api;
         let dims = self.kernel.all_launch_dims(b)?;
         let shared_bytes = (0..self.functions.len())

@@ -193,13 +193,20 @@ impl CompiledKernel {
             .collect()
     }
 
-    /// Runs the kernel on `b`, updating written buffers in place.
+    /// Runs the kernel on `b`, updating written buffers in place. Returns an error, and calls
+    /// nothing, when a parameter or an accessed array is missing or an array's element type
+    /// differs from the kernel's.
     ///
-    /// Every buffer and parameter of the function must be bound with its declared element type
-    /// (structure arrays that the body never accesses may be missing). The machine code does no
-    /// bounds checks: the structure arrays must be consistent with the parameters, as
-    /// guaranteed for bindings produced by `lacuna_stage1::bind`.
-    pub fn run(&self, b: &mut Bindings) -> Result<(), RuntimeError> {
+    /// # Safety
+    ///
+    /// The machine code does no bounds checks, so `b` must be consistent with the function
+    /// the kernel was compiled from: every array as long as the accesses through it reach, and
+    /// every structure array and coordinate buffer within the ranges the function assumes.
+    /// Bindings that `lacuna_stage1::bind` produced for the program the function was lowered
+    /// from, or that `lacuna_stage1::validate` accepted against it, are; so are the buffers the
+    /// function's own preprocessing wrote. The driver's `Executable::run` validates before it
+    /// calls this.
+    pub unsafe fn run(&self, b: &mut Bindings) -> Result<(), RuntimeError> {
         let params = self.param_values(&b.params)?;
         let mut ptrs: Vec<*mut u8> = Vec::with_capacity(self.slots.len());
         for s in &self.slots {
@@ -219,7 +226,8 @@ impl CompiledKernel {
         }
         // SAFETY: one pointer per buffer of the declared element type (a `Vec`'s pointer, which
         // is dangling but aligned when empty, and never read then by a valid kernel), one value
-        // per parameter; the `&mut Bindings` keeps the data alive and unaliased during the call.
+        // per parameter; the `&mut Bindings` keeps the data alive and unaliased during the call;
+        // the caller guarantees the data is consistent with the function (see `# Safety`).
         unsafe { (self.entry)(ptrs.as_ptr(), params.as_ptr()) };
         Ok(())
     }
@@ -317,7 +325,7 @@ impl CompiledKernel {
     /// # Safety
     ///
     /// The machine code does no bounds checks, so the caller guarantees what
-    /// [`CompiledKernel::run`]'s bindings guarantee by construction:
+    /// [`CompiledKernel::run`] requires of its bindings:
     /// - every pointer is valid for reads of `len` elements of its type, and for writes too
     ///   when the kernel writes that buffer (outputs and allocated buffers);
     /// - the arrays are consistent with the parameters exactly as `lacuna_stage1::validate`

@@ -305,27 +305,30 @@ fn runtime_errors_name_buffers_and_params() {
             None,
         )
     };
+    // SAFETY (every run below): `full()` binds arrays as long as the loop over `0..n` reaches
+    // and coordinates within them; each variant breaks it in one array, which `run` refuses
+    // before it calls the machine code.
     let mut b = full();
-    k.run(&mut b).expect("runs");
+    unsafe { k.run(&mut b) }.expect("runs");
     assert_eq!(b.buffers["out"], ArrayData::I32(vec![6, 9]));
 
     let mut b = full();
     b.buffers.remove("a");
     assert_eq!(
-        k.run(&mut b),
+        unsafe { k.run(&mut b) },
         Err(RuntimeError::MissingBuffer { buffer: "a".into() })
     );
     let mut b = full();
     b.buffers.remove("w");
     assert_eq!(
-        k.run(&mut b),
+        unsafe { k.run(&mut b) },
         Err(RuntimeError::MissingBuffer { buffer: "w".into() }),
         "value buffers are required even when unused"
     );
     let mut b = full();
     b.buffers.insert("out".into(), ArrayData::I64(vec![0, 0]));
     assert_eq!(
-        k.run(&mut b),
+        unsafe { k.run(&mut b) },
         Err(RuntimeError::DType {
             buffer: "out".into(),
             expected: DType::I32,
@@ -335,13 +338,13 @@ fn runtime_errors_name_buffers_and_params() {
     let mut b = full();
     b.params.clear();
     assert_eq!(
-        k.run(&mut b),
+        unsafe { k.run(&mut b) },
         Err(RuntimeError::MissingParam { param: "n".into() })
     );
     let mut b = full();
     b.axes.clear();
     assert_eq!(
-        k.run(&mut b),
+        unsafe { k.run(&mut b) },
         Err(RuntimeError::MissingStructure {
             buffer: "J.indptr".into(),
             axis: "J".into(),
@@ -351,6 +354,6 @@ fn runtime_errors_name_buffers_and_params() {
     let mut b = full();
     b.axes.get_mut("J").expect("bound").indptr = Some(ArrayData::I64(vec![0, 0, 0]));
     assert!(
-        matches!(k.run(&mut b), Err(RuntimeError::DType { buffer, .. }) if buffer == "J.indptr")
+        matches!(unsafe { k.run(&mut b) }, Err(RuntimeError::DType { buffer, .. }) if buffer == "J.indptr")
     );
 }

@@ -206,7 +206,8 @@ fn kernels_are_send_and_sync_and_run_from_other_threads() {
                     ],
                     &[("n", n as i64)],
                 );
-                shared.run(&mut b).expect("runs");
+                // SAFETY: `a`, `b` and `out` hold `n` elements; the loop runs over `0..n`.
+                unsafe { shared.run(&mut b) }.expect("runs");
                 assert_eq!(b.buffers["out"], ArrayData::F64(vec![6.0; n]));
             });
         }

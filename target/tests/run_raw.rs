@@ -44,7 +44,8 @@ fn run_raw_equals_run() {
         ),
     ]);
     let mut b = bind(&p, &inputs, &BTreeMap::new()).unwrap();
-    k.run(&mut b).unwrap();
+    // SAFETY: bound by `bind` for the program `k` was lowered from.
+    unsafe { k.run(&mut b) }.unwrap();
     assert_eq!(b.buffers["y"], ArrayData::F64(vec![28.0, 7.0]));
 
     let (mut indptr, mut indices) = (vec![0i32, 2, 3], vec![1i32, 2, 0]);

@@ -46,11 +46,10 @@ fn both(e: Expr, t: DType, out_t: DType, a: Scalar, b: Scalar) -> (Scalar, Scala
     bind.buffers
         .insert("out".into(), ArrayData::zeros(out_t, 1));
     let mut b2 = bind.clone();
-    compile(&f, &CodegenOptions::default())
-        .expect("compiles")
-        .run(&mut bind)
-        .expect("runs");
     interpret_func(&f, &mut b2).expect("interprets");
+    let k = compile(&f, &CodegenOptions::default()).expect("compiles");
+    // SAFETY: one element per buffer, the one element the function reads or writes.
+    unsafe { k.run(&mut bind) }.expect("runs");
     (
         bind.buffers["out"].get(0).expect("one"),
         b2.buffers["out"].get(0).expect("one"),
@@ -254,11 +253,10 @@ fn lazy_select_and_short_circuit_guard_loads() {
     b.buffers
         .insert("out".into(), ArrayData::F64(vec![0.0, 0.0]));
     let mut b2 = b.clone();
-    compile(&f, &CodegenOptions::default())
-        .expect("compiles")
-        .run(&mut b)
-        .expect("runs");
     interpret_func(&f, &mut b2).expect("the interpreter checks bounds, so no load happened");
+    let k = compile(&f, &CodegenOptions::default()).expect("compiles");
+    // SAFETY: the interpreter, which checks every access, ran the same function on this data.
+    unsafe { k.run(&mut b) }.expect("runs");
     assert_eq!(b.buffers["out"], ArrayData::F64(vec![-1.0, 0.0]));
     assert_eq!(b.buffers["out"], b2.buffers["out"]);
 }
@@ -312,8 +310,10 @@ proptest! {
         b.params.insert("lo".into(), lo as i64);
         b.params.insert("hi".into(), hi as i64);
         let mut b2 = b.clone();
-        compile(&f, &CodegenOptions::default()).expect("compiles").run(&mut b).expect("runs");
         interpret_func(&f, &mut b2).expect("interprets");
+        let k = compile(&f, &CodegenOptions::default()).expect("compiles");
+        // SAFETY: the interpreter, which checks every access, ran the same function on this data.
+        unsafe { k.run(&mut b) }.expect("runs");
         let want: Vec<i64> = keys.iter().map(|k| (lo..hi).find(|&p| sorted[p] == *k).map_or(-1, |p| p as i64)).collect();
         prop_assert_eq!(&b.buffers["out"], &ArrayData::I64(want));
         prop_assert_eq!(&b.buffers["out"], &b2.buffers["out"]);
@@ -351,7 +351,9 @@ fn missing_and_mistyped_buffers_are_runtime_errors() {
     let f = search_func(DType::I32);
     let k = compile(&f, &CodegenOptions::default()).expect("compiles");
     let mut b = Bindings::default();
-    assert!(k.run(&mut b).is_err());
+    // SAFETY (both runs): `run` refuses the missing or mistyped arrays before it calls the
+    // machine code.
+    assert!(unsafe { k.run(&mut b) }.is_err());
     b.buffers.insert("idx".into(), ArrayData::I64(vec![]));
     b.buffers.insert("keys".into(), ArrayData::I64(vec![]));
     b.buffers.insert("out".into(), ArrayData::I64(vec![]));
@@ -360,6 +362,6 @@ fn missing_and_mistyped_buffers_are_runtime_errors() {
         ("lo".to_string(), 0),
         ("hi".to_string(), 0),
     ]);
-    let e = k.run(&mut b).unwrap_err();
+    let e = unsafe { k.run(&mut b) }.unwrap_err();
     assert!(e.to_string().contains("idx"), "{e}");
 }

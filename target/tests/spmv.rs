@@ -147,7 +147,8 @@ fn unbound_structure_that_is_read_is_a_runtime_error() {
         ],
         &[("m", 0)],
     );
-    let e = k.run(&mut b).expect_err("J.indptr is read but unbound");
+    // SAFETY: `run` refuses the missing `J.indptr` before it calls the machine code.
+    let e = unsafe { k.run(&mut b) }.expect_err("J.indptr is read but unbound");
     assert!(e.to_string().contains("J.indptr"), "{e}");
 }
 

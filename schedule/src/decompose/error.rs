@@ -105,6 +105,21 @@ pub enum DecomposeError {
         /// The first column out of order.
         col: usize,
     },
+    /// A part's source map, as bound for the generated value copy, points past the decomposed
+    /// buffer's entries (bindings changed by hand after the conversion).
+    #[error(
+        "source map `{map}`: slot {slot} holds entry {value}, past the buffer's {nnz} entries"
+    )]
+    SourceMap {
+        /// The map (`A.pT.src`).
+        map: String,
+        /// The slot.
+        slot: usize,
+        /// The entry it holds.
+        value: i64,
+        /// The decomposed buffer's number of entries.
+        nnz: usize,
+    },
     /// A relation-level (`per_relation`) decomposition got a tensor or term it cannot take.
     #[error("per_relation: {0}")]
     Relations(String),

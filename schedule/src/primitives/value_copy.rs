@@ -86,6 +86,54 @@ fn flat(name: String, dtype: DType, role: Role) -> BufferDecl {
     }
 }
 
+/// One part's slice of the value copy of a conversion: the copy reads `source[q]` and writes
+/// `part[q]` for every `q < slots`, and reads the decomposed buffer at every non-negative
+/// `source[q]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyExtent {
+    /// The part's source map (`A.pT.src`).
+    pub source: String,
+    /// The part's values (`A.pT`).
+    pub part: String,
+    /// Its number of value slots from the bound parameters; `None` where one is unbound or the
+    /// product overflows.
+    pub slots: Option<usize>,
+}
+
+/// What the value copy of `conv` reads and writes, for the parameters `params` (those the
+/// inspector bound): one [`CopyExtent`] per part, in order. Empty for a `per_relation`
+/// conversion, which has no copy. The driver checks bindings against these before running a
+/// compiled copy, which does no bounds checks.
+pub fn value_copy_extents(
+    conv: &Conversion,
+    params: &std::collections::BTreeMap<String, i64>,
+) -> Vec<CopyExtent> {
+    fn eval(e: &Expr, params: &std::collections::BTreeMap<String, i64>) -> Option<i64> {
+        match e {
+            Expr::Param(p) => params.get(p).copied(),
+            Expr::Int(v, _) => Some(*v),
+            Expr::Binary(BinOp::Mul, a, b) => eval(a, params)?.checked_mul(eval(b, params)?),
+            _ => None,
+        }
+    }
+    if conv.per_relation {
+        return vec![];
+    }
+    conv.parts
+        .iter()
+        .enumerate()
+        .map(|(t, &kind)| {
+            let part = part_name(&conv.buffer, t);
+            let slots = eval(&slots(&part, kind), params).and_then(|n| usize::try_from(n).ok());
+            CopyExtent {
+                source: source_name(&conv.buffer, t),
+                part,
+                slots,
+            }
+        })
+        .collect()
+}
+
 /// The value copy of a conversion, generated from its parts' kinds: for every part `A.pT`, one
 /// parallel loop over its value slots `q` storing `select(src[q] >= 0, A[max(src[q], 0)], 0.0)`,
 /// with `src` the part's source map. The function is flat (1-D buffers), ready for the JIT or

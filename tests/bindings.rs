@@ -1,0 +1,206 @@
+//! The machine code does no bounds checks, so the safe entry points that run it
+//! (`Executable::run`, `Executable::run_preprocess`, the value copies) validate the bindings they
+//! are handed against the program the executable was built for, and refuse, without running
+//! anything, bindings changed by hand into something the code would read or write out of bounds:
+//! a typed error naming the array, never undefined behaviour.
+
+mod common;
+
+use common::*;
+use lacuna::driver::{convert_inputs, DriverError, Executable, Target};
+use lacuna::ir::ArrayData;
+use lacuna::schedule::decompose::DecomposeError;
+use lacuna::schedule::{Instruction, ScheduleFile};
+use lacuna::stage1::{bind, bind_with, unpack, BindError, Bindings, Input, Program};
+use std::collections::BTreeMap;
+
+/// A 4 × 5 matrix with an empty row, and `x`.
+fn spmv_inputs() -> BTreeMap<String, Input> {
+    let rows = vec![
+        vec![(0, 1.0), (3, 2.0)],
+        vec![],
+        vec![(1, -1.0), (2, 0.5), (4, 3.0)],
+        vec![(4, 4.0)],
+    ];
+    BTreeMap::from([
+        ("A".to_string(), Input::Coo(to_coo(4, 5, &rows))),
+        ("x".to_string(), dense(&[5], vec![1.0, 2.0, 3.0, 4.0, 5.0])),
+    ])
+}
+
+const Y: [f64; 4] = [9.0, 0.0, 14.5, 20.0];
+
+fn y(p: &Program, b: &Bindings) -> Vec<f64> {
+    unpack(p, b, "y").expect("unpacks").values().to_f64_vec()
+}
+
+/// Runs `tamper`ed bindings through `exe.run` and returns its error; the output stays zero (the
+/// kernel did not run).
+fn refused(p: &Program, exe: &Executable, tamper: impl Fn(&mut Bindings)) -> DriverError {
+    let mut b = bind(p, &spmv_inputs(), &BTreeMap::new()).expect("binds");
+    tamper(&mut b);
+    let e = exe
+        .run(p, &mut b)
+        .expect_err("tampered bindings are refused");
+    if let Some(out) = b.buffers.get("y") {
+        assert!(out.to_f64_vec().iter().all(|&v| v == 0.0), "ran: {e}");
+    }
+    e
+}
+
+#[test]
+fn compiled_kernels_refuse_inconsistent_bindings() {
+    let p = kernel("spmv");
+    let exe = Executable::build(&p, Target::Jit).expect("builds");
+    // Untouched, it runs and is right.
+    let mut b = bind(&p, &spmv_inputs(), &BTreeMap::new()).expect("binds");
+    exe.run(&p, &mut b).expect("runs");
+    assert_eq!(y(&p, &b), Y);
+
+    // A column index past `x`.
+    let e = refused(&p, &exe, |b| {
+        let j = b.axes.get_mut("J").expect("J is bound");
+        j.indices
+            .as_mut()
+            .expect("indices")
+            .set(2, lacuna::ir::Scalar::I64(5));
+    });
+    assert!(
+        matches!(&e, DriverError::Bind(BindError::Structure { axis, .. }) if axis == "J"),
+        "{e}"
+    );
+    // `indptr` that runs past the stored entries.
+    let e = refused(&p, &exe, |b| {
+        let j = b.axes.get_mut("J").expect("J is bound");
+        j.indptr
+            .as_mut()
+            .expect("indptr")
+            .set(4, lacuna::ir::Scalar::I64(60));
+    });
+    assert!(
+        matches!(&e, DriverError::Bind(BindError::Structure { axis, .. }) if axis == "J"),
+        "{e}"
+    );
+    // Values, `x` and `y` shorter than the structure says.
+    for (buffer, len) in [("A", 5), ("x", 4), ("y", 3)] {
+        let e = refused(&p, &exe, |b| {
+            let a = b.buffers.get_mut(buffer).expect("bound");
+            *a = ArrayData::F64(vec![0.0; len]);
+        });
+        match &e {
+            DriverError::Bind(BindError::Length {
+                buffer: got,
+                expected,
+                found,
+                ..
+            }) => assert_eq!(
+                (got.as_str(), *found),
+                (buffer, len),
+                "{e}; expected {expected}"
+            ),
+            other => panic!("{buffer}: {other}"),
+        }
+    }
+    // A size that no longer matches the arrays.
+    let e = refused(&p, &exe, |b| {
+        b.params.insert("n".into(), 50);
+    });
+    assert!(
+        matches!(&e, DriverError::Bind(BindError::Length { .. })),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_executable_refuses_another_programs_bindings() {
+    let spmv = kernel("spmv");
+    let exe = Executable::build(&spmv, Target::Jit).expect("builds");
+    // The same kernel with `y` over a longer axis: validated against it, a `y` of 4 would pass.
+    let mut other = spmv.clone();
+    other.name = "spmv_other".into();
+    let mut b = bind(&spmv, &spmv_inputs(), &BTreeMap::new()).expect("binds");
+    let e = exe.run(&other, &mut b).expect_err("another program");
+    assert!(
+        matches!(&e, DriverError::OtherProgram { kernel } if kernel == "spmv_other"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("build_with"), "{e}");
+    let e = exe
+        .run_preprocess(&other, &mut b)
+        .expect_err("another program");
+    assert!(matches!(e, DriverError::OtherProgram { .. }));
+    // The interpreters check every access and take any program.
+    let interp = Executable::build(&spmv, Target::Interp).expect("builds");
+    interp
+        .check_bindings(&other, &b)
+        .expect("no machine code to protect");
+}
+
+/// A schedule that decomposes `A` (a generated value copy runs before the kernel).
+fn decompose(p: &Program, into: &str) -> ScheduleFile {
+    ScheduleFile {
+        version: 1,
+        kernel: p.name.clone(),
+        trace: vec![Instruction::DecomposeFormat {
+            buffer: "A".into(),
+            into: into.to_string(),
+        }],
+    }
+}
+
+#[test]
+fn value_copies_refuse_tampered_source_maps() {
+    let p = kernel("spmv");
+    for target in [Target::Jit, Target::Interp] {
+        let (program, exe, conversions) = Executable::build_converting(
+            &p,
+            Some(&decompose(&p, "(+ (bucket 1 3 (ell 2)) remainder)")),
+            target,
+        )
+        .expect("builds");
+        let data = spmv_inputs();
+        let fresh = || {
+            let given = convert_inputs(&conversions, &data).expect("converts");
+            bind_with(&program, &data, &BTreeMap::new(), given).expect("binds")
+        };
+        let mut b = fresh();
+        // Padding slots (source -1) are valid: the copy stores zero there.
+        let src = b.buffers["A.p0.src"].to_i64_vec();
+        assert!(src.contains(&-1), "row 3 pads the bucket: {src:?}");
+        exe.run(&program, &mut b).expect("runs");
+        assert_eq!(y(&program, &b), Y, "{}", target.name());
+
+        // A slot whose source is past A's 6 entries.
+        let mut b = fresh();
+        b.buffers
+            .get_mut("A.p0.src")
+            .expect("the first part's map")
+            .set(1, lacuna::ir::Scalar::I64(6));
+        let e = exe
+            .run(&program, &mut b)
+            .expect_err("source past the entries");
+        match &e {
+            DriverError::Conversion {
+                source:
+                    DecomposeError::SourceMap {
+                        map,
+                        slot,
+                        value,
+                        nnz,
+                    },
+                ..
+            } => assert_eq!((map.as_str(), *slot, *value, *nnz), ("A.p0.src", 1, 6, 6)),
+            other => panic!("{}: {other}", target.name()),
+        }
+        assert!(e.to_string().contains("A.p0.src"), "{e}");
+        // A map shorter than its part's slots.
+        let mut b = fresh();
+        b.buffers.insert("A.p0.src".into(), ArrayData::I64(vec![0]));
+        let e = exe.run_preprocess(&program, &mut b).expect_err("short map");
+        assert!(
+            matches!(&e, DriverError::Bind(BindError::Length { buffer, .. }) if buffer == "A.p0.src"),
+            "{}: {e}",
+            target.name()
+        );
+    }
+}
