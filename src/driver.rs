@@ -1019,10 +1019,10 @@ const SCATTER_BEHIND: usize = 8;
 
 /// The share, in thousandths, of the sampled entries of `a` whose gather of `x` (at their
 /// column) lands on a cache line (8 f64) neither equal nor next to one that the previous
-/// [`SCATTER_BEHIND`] rows gather: near 0 when neighbouring rows gather neighbouring parts of
+/// `SCATTER_BEHIND` rows gather: near 0 when neighbouring rows gather neighbouring parts of
 /// `x`, as in banded, FEM and stencil matrices, or bands far from the diagonal (the hardware
 /// prefetcher follows such streams); near 1000 for graphs and random matrices, where each
-/// gather is a cache miss once `x` exceeds the cache. Samples up to [`SCATTER_SAMPLES`] rows
+/// gather is a cache miss once `x` exceeds the cache. Samples up to `SCATTER_SAMPLES` rows
 /// evenly spread, in one pass over the entries (in any order). 0 for tensors that are not 2-D,
 /// with fewer rows than the window, or without sampled entries.
 pub fn scattered_gathers(a: &CooTensor) -> usize {
