@@ -1766,7 +1766,9 @@ pub fn run_coiteration(
             k.recycle(&mut b, previous);
         }
         let t = Instant::now();
-        let out = coiteration_once(&k, compiled.as_ref(), target, &mut b, inputs)?;
+        // SAFETY: `compiled` is `k`'s; `b` holds what `k.bind` returned, restored before each
+        // run, and the previous result recycled by `k`.
+        let out = unsafe { coiteration_once(&k, compiled.as_ref(), target, &mut b, inputs)? };
         run_seconds.push(t.elapsed().as_secs_f64());
         result = Some(out);
     }
@@ -1844,7 +1846,13 @@ impl CompiledCoKernel {
 /// [`ONE_PASS_MAX_THREADS`] threads, the one-pass function where the kernel has one), the
 /// stage-II interpreter otherwise, or the point-by-point reference for
 /// [`Target::InterpStage1`]; returns the result.
-pub fn coiteration_once(
+///
+/// # Safety
+///
+/// The compiled functions do no bounds checks: `compiled` was built from `k`
+/// ([`CompiledCoKernel::new`]), and `b` is what `k.bind` returned (or `narrow_bindings` made
+/// of it for `k`), changed since only by earlier runs and `k.recycle`.
+pub unsafe fn coiteration_once(
     k: &lacuna_stage2::coiter::CoKernel,
     compiled: Option<&CompiledCoKernel>,
     target: Target,

@@ -507,7 +507,8 @@ fn rough_pair(
 }
 
 /// One run of `k` through the driver (compiled functions for the JIT target) on a pool of
-/// `threads` workers, from a copy of the bindings `fresh`.
+/// `threads` workers, from a copy of the bindings `fresh`, which every caller takes from
+/// `k.bind` (possibly with a result recycled by `k`), with `compiled` built from `k`.
 fn run_once(
     k: &CoKernel,
     compiled: &lacuna::driver::CompiledCoKernel,
@@ -523,7 +524,8 @@ fn run_once(
     pool.install(|| {
         let mut b = fresh.clone();
         let c = (target == Target::Jit).then_some(compiled);
-        lacuna::driver::coiteration_once(k, c, target, &mut b, inputs).expect("runs")
+        // SAFETY: `compiled` was built from `k` and `fresh` is `k.bind`'s (callers' contract).
+        unsafe { lacuna::driver::coiteration_once(k, c, target, &mut b, inputs) }.expect("runs")
     })
 }
 
@@ -731,8 +733,12 @@ fn recycled_results_equal_fresh_ones() {
                     .build()
                     .expect("pool");
                 let c = (target == Target::Jit).then_some(&compiled);
+                // SAFETY: `compiled` was built from `k`, `fresh` is `k.bind`'s, and the previous
+                // result was recycled by `k`.
                 let got = pool
-                    .install(|| lacuna::driver::coiteration_once(&k, c, target, &mut b, &inputs))
+                    .install(|| unsafe {
+                        lacuna::driver::coiteration_once(&k, c, target, &mut b, &inputs)
+                    })
                     .expect("runs");
                 assert_eq!(
                     got, want,

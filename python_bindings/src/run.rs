@@ -913,13 +913,18 @@ impl PyExecutable {
                                     } else {
                                         (wide, wide_compiled)
                                     };
-                                    let out = lacuna::driver::coiteration_once(
-                                        k,
-                                        compiled.as_deref(),
-                                        target,
-                                        &mut b,
-                                        &inputs,
-                                    )?;
+                                    // SAFETY: `compiled` was built from `k` (the wide or the
+                                    // narrow kernel, chosen together); `b` is `wide.bind`'s,
+                                    // narrowed for `narrow` when that is the one chosen.
+                                    let out = unsafe {
+                                        lacuna::driver::coiteration_once(
+                                            k,
+                                            compiled.as_deref(),
+                                            target,
+                                            &mut b,
+                                            &inputs,
+                                        )?
+                                    };
                                     Ok(BTreeMap::from([(k.assignment.output().name.clone(), out)]))
                                 }
                             }
