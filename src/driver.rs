@@ -1816,8 +1816,50 @@ fn read_only_buffers(k: &lacuna_stage2::coiter::CoKernel) -> std::collections::B
 /// parallel forms were slower at 2 threads than one serial pass: SpAdd on bcsstk16 (A + Aᵀ,
 /// `lacuna run --repeat`, min) 0.60 ms serial, 0.90 ms in two chunks (a woken worker starts
 /// about 0.1 ms late and the second chunk's entries are moved down afterwards); on cit-HepPh
-/// 3.07 vs 3.50 ms; the two passes, 1.54 vs 0.90 ms on cage10 (session 5).
+/// 3.07 vs 3.50 ms; the two passes, 1.54 vs 0.90 ms on cage10 (session 5). Up to it, the
+/// one-pass function still runs in chunks where [`one_pass_in_chunks`] says they pay.
 pub const ONE_PASS_MAX_THREADS: usize = 2;
+
+/// Operand entries from which a one-pass run on [`ONE_PASS_MAX_THREADS`] threads or fewer may
+/// go in chunks ([`one_pass_in_chunks`]): below, a woken worker's delay and the move of the
+/// second chunk's entries outweigh half the merge.
+pub const ONE_PASS_CHUNK_MIN_ENTRIES: i64 = 1 << 19;
+
+/// The share of branch changes in the sampled merge ([`lacuna_stage2::coiter::MergeSample`])
+/// from which a one-pass run on [`ONE_PASS_MAX_THREADS`] threads or fewer goes in chunks. A
+/// merge whose branch keeps changing direction is bound by mispredictions, which each thread
+/// pays for its own rows; one that takes the same branch throughout (equal patterns) is bound
+/// by memory, which two threads share. SpAdd A + Aᵀ on two threads, `lacuna run --repeat 30`,
+/// min, ms, serial → two chunks (session 18, znver5): cit-HepPh (0.16 switches, 843K entries)
+/// 1.58 → 1.14, soc-Slashdot0902 (0.29, 1.9M) 2.83 → 2.29; with no switches email-Enron
+/// (735K) 0.46 → 0.56, cage11 (1.1M) 0.56 → 0.57, ct2010 (673K) 0.70 → 0.69, bcsstk16 (581K)
+/// 0.21 → 0.21; smaller ones lose: citeseer_features (0.98 switches, but alternating in a
+/// pattern the predictor learns; 210K entries) 0.16 → 0.14–0.21, wing 0.23 → 0.74–0.78.
+pub const ONE_PASS_CHUNK_MIN_SWITCHES: f64 = 0.1;
+
+/// Rows sampled for [`ONE_PASS_CHUNK_MIN_SWITCHES`]: evenly spread, a few microseconds.
+pub const MERGE_SAMPLE_ROWS: usize = 64;
+
+/// Whether a co-iteration kernel's one-pass function runs in chunks of rows on `threads`
+/// threads (when its operands allow it) rather than serially: always above
+/// [`ONE_PASS_MAX_THREADS`], never on one thread, and in between when the operands hold
+/// [`ONE_PASS_CHUNK_MIN_ENTRIES`] entries or more and their sampled merge switches branch
+/// often ([`ONE_PASS_CHUNK_MIN_SWITCHES`]).
+pub fn one_pass_in_chunks(
+    k: &lacuna_stage2::coiter::CoKernel,
+    b: &Bindings,
+    threads: usize,
+) -> bool {
+    match threads {
+        0 | 1 => false,
+        t if t > ONE_PASS_MAX_THREADS => true,
+        _ => k
+            .merge_sample(b, MERGE_SAMPLE_ROWS, ONE_PASS_CHUNK_MIN_ENTRIES)
+            .is_some_and(|s| {
+                s.entries >= ONE_PASS_CHUNK_MIN_ENTRIES && s.switches >= ONE_PASS_CHUNK_MIN_SWITCHES
+            }),
+    }
+}
 
 /// The JIT-compiled functions of a co-iteration kernel.
 pub struct CompiledCoKernel {
@@ -1843,7 +1885,8 @@ impl CompiledCoKernel {
 
 /// One run of a co-iteration kernel bound in `b` (see
 /// [`lacuna_stage2::coiter::CoKernel::bind`]): the compiled functions when given (on up to
-/// [`ONE_PASS_MAX_THREADS`] threads, the one-pass function where the kernel has one), the
+/// [`ONE_PASS_MAX_THREADS`] threads, the one-pass function where the kernel has one, in chunks
+/// where [`one_pass_in_chunks`] says so), the
 /// stage-II interpreter otherwise, or the point-by-point reference for
 /// [`Target::InterpStage1`]; returns the result.
 ///
@@ -1864,7 +1907,11 @@ pub unsafe fn coiteration_once(
         (_, Target::InterpStage1) => k.reference(b, inputs)?,
         (Some(c), _) => {
             let threads = rayon::current_num_threads();
-            if let (true, Some(one)) = (threads > ONE_PASS_MAX_THREADS, &c.one_pass) {
+            if let Some(one) = c
+                .one_pass
+                .as_ref()
+                .filter(|_| one_pass_in_chunks(k, b, threads))
+            {
                 if run_one_pass_chunks(k, one, b, threads)? {
                     return Ok(k.output(b)?);
                 }

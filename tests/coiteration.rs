@@ -689,6 +689,89 @@ fn chunked_one_pass_is_bit_identical_to_serial() {
     }
 }
 
+/// `CoKernel::merge_sample` counts the operands' entries and how often the merge changes
+/// branch; the driver runs SpAdd's one-pass function in two chunks on two threads only for a
+/// large merge that keeps switching (`one_pass_in_chunks`), and the result is the serial one.
+#[test]
+fn two_threads_chunk_only_large_switching_merges() {
+    use lacuna::driver::{one_pass_in_chunks, ONE_PASS_CHUNK_MIN_ENTRIES};
+    let p = kernel("spadd", &[], None);
+    let k = CoKernel::new(&p).expect("compiles");
+    // One row: A at 0 1 2 5, B at 2 3 4 6; merged A A AB B B A B, 4 changes in 7 coordinates.
+    let a: Pattern = [0, 1, 2, 5].map(|j| (0, j)).into();
+    let b: Pattern = [2, 3, 4, 6].map(|j| (0, j)).into();
+    let fresh = k
+        .bind(&rough_pair((1, 8), &a, 1, (1, 8), &b, 2), &BTreeMap::new())
+        .expect("binds");
+    let s = k.merge_sample(&fresh, 64, 0).expect("CSR operands");
+    assert_eq!((s.entries, s.switches), (8, 4.0 / 7.0));
+    // Below the minimum it counts the entries and samples nothing.
+    let s = k.merge_sample(&fresh, 64, 9).expect("CSR operands");
+    assert_eq!((s.entries, s.switches), (8, 0.0));
+
+    // A on even columns, B on odd ones: every coordinate switches.
+    let (n, width) = (512usize, 160usize);
+    let rows = |entries: i64| (entries as usize).div_ceil(width);
+    let alternating = |m: usize, parity: usize| -> Pattern {
+        (0..m)
+            .flat_map(|i| (0..width / 2).map(move |j| (i, 2 * j + parity)))
+            .collect()
+    };
+    let m = rows(ONE_PASS_CHUNK_MIN_ENTRIES) + 8;
+    let (even, odd) = (alternating(m, 0), alternating(m, 1));
+    let large = k
+        .bind(
+            &rough_pair((m, n), &even, 1, (m, n), &odd, 2),
+            &BTreeMap::new(),
+        )
+        .expect("binds");
+    let s = k.merge_sample(&large, 64, 0).expect("CSR operands");
+    assert_eq!(s.entries, (m * width) as i64);
+    assert!(s.switches > 0.99, "{s:?}");
+    assert!(!one_pass_in_chunks(&k, &large, 1));
+    assert!(one_pass_in_chunks(&k, &large, 2));
+    assert!(one_pass_in_chunks(&k, &large, 3));
+    // The same pattern twice: the merge never switches, memory binds it.
+    let same = k
+        .bind(
+            &rough_pair((m, n), &even, 1, (m, n), &even, 2),
+            &BTreeMap::new(),
+        )
+        .expect("binds");
+    assert_eq!(k.merge_sample(&same, 64, 0).expect("CSR").switches, 0.0);
+    assert!(!one_pass_in_chunks(&k, &same, 2));
+    assert!(
+        one_pass_in_chunks(&k, &same, 3),
+        "above two threads, always"
+    );
+    // Switching, but too small to pay for a second thread.
+    let m_small = rows(ONE_PASS_CHUNK_MIN_ENTRIES) - 8;
+    let small = k
+        .bind(
+            &rough_pair(
+                (m_small, n),
+                &alternating(m_small, 0),
+                1,
+                (m_small, n),
+                &alternating(m_small, 1),
+                2,
+            ),
+            &BTreeMap::new(),
+        )
+        .expect("binds");
+    assert!(!one_pass_in_chunks(&k, &small, 2));
+
+    // Two chunks on two threads give the serial result, bit for bit.
+    let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
+    let inputs = rough_pair((m, n), &even, 1, (m, n), &odd, 2);
+    let serial = run_once(&k, &compiled, &large, &inputs, 1, Target::Jit);
+    assert_eq!(
+        run_once(&k, &compiled, &large, &inputs, 2, Target::Jit),
+        serial
+    );
+    assert_eq!(serial.to_coo().expect("sparse").values.len(), m * width);
+}
+
 /// A run handed the previous run's result (`CoKernel::recycle`, as `lacuna run --repeat` does)
 /// writes into its storage and gives the same result as a run into fresh arrays: nothing of the
 /// previous contents leaks, whether the previous result was larger or smaller, on every path

@@ -83,6 +83,19 @@ pub struct CoKernel {
 
 const REFERENCE_LIMIT: u128 = 200_000_000;
 
+/// How the operands of a co-iteration kernel's one-pass function merge
+/// ([`CoKernel::merge_sample`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MergeSample {
+    /// Stored entries of the operands, over all rows.
+    pub entries: i64,
+    /// Over the sampled rows, the share of merged coordinates held by another set of operands
+    /// than the coordinate before them in the row: 0 when the operands store the same pattern
+    /// (or when the sample was skipped), near 1 when they alternate entry by entry. A merge
+    /// branches on it, so it measures how often the branch changes direction.
+    pub switches: f64,
+}
+
 /// A chunk of rows of a one-pass run ([`CoKernel::prepare_one_pass_chunks`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowChunk {
@@ -492,6 +505,17 @@ impl CoKernel {
     /// their positions at row `r` bounds the result's entries in rows `[0, r)`: a chunk of rows
     /// `[lo, hi)` can then append at that bound for `lo` into a region no other chunk writes.
     pub fn one_pass_row_positions(&self) -> Option<Vec<String>> {
+        Some(
+            self.one_pass_row_levels()?
+                .into_iter()
+                .map(|(pos, _)| pos)
+                .collect(),
+        )
+    }
+
+    /// The position and coordinate arrays of the operands of
+    /// [`CoKernel::one_pass_row_positions`], in the same order.
+    pub fn one_pass_row_levels(&self) -> Option<Vec<(String, String)>> {
         self.one_pass.as_ref()?;
         let a = &self.assignment;
         let (&[row], Some(last)) = (self.plan.row_vars.as_slice(), self.plan.last_var) else {
@@ -510,12 +534,95 @@ impl CoKernel {
                         && l1.kind == VKind::Compressed
                         && tensor.vars[l1.dim] == last =>
                 {
-                    names.push(lower::pos_name(&tensor.name, l1.storage));
+                    names.push((
+                        lower::pos_name(&tensor.name, l1.storage),
+                        lower::crd_name(&tensor.name, l1.storage),
+                    ));
                 }
                 _ => return None,
             }
         }
         (!names.is_empty()).then_some(names)
+    }
+
+    /// How the operands of the one-pass function merge, from `samples` rows spread evenly
+    /// (see [`MergeSample`]); `None` without a one-pass function over row-stored operands
+    /// ([`CoKernel::one_pass_row_levels`]) or when an array is missing. Merges only when the
+    /// operands hold at least `min_entries` entries: a smaller kernel is not worth the sample.
+    pub fn merge_sample(
+        &self,
+        b: &Bindings,
+        samples: usize,
+        min_entries: i64,
+    ) -> Option<MergeSample> {
+        let levels = self.one_pass_row_levels()?;
+        let rows = self.rows(&b.params).ok()?;
+        let at = |a: &ArrayData, i: usize| -> Option<i64> {
+            match a {
+                ArrayData::I32(v) => v.get(i).map(|&x| i64::from(x)),
+                ArrayData::I64(v) => v.get(i).copied(),
+                ArrayData::I8(v) => v.get(i).map(|&x| i64::from(x)),
+                ArrayData::F32(_) | ArrayData::F64(_) => None,
+            }
+        };
+        let arrays: Vec<(&ArrayData, &ArrayData)> = levels
+            .iter()
+            .map(|(pos, crd)| Some((b.buffers.get(pos)?, b.buffers.get(crd)?)))
+            .collect::<Option<_>>()?;
+        if arrays.len() > 64 {
+            return None;
+        }
+        let mut entries = 0i64;
+        for (pos, _) in &arrays {
+            entries = entries.saturating_add(at(pos, rows)?);
+        }
+        let mut sample = MergeSample {
+            entries,
+            switches: 0.0,
+        };
+        if entries < min_entries || rows == 0 || samples == 0 {
+            return Some(sample);
+        }
+        let (mut switches, mut merged) = (0u64, 0u64);
+        let mut heads: Vec<(i64, i64)> = Vec::with_capacity(arrays.len());
+        for s in 0..samples.min(rows) {
+            let r = s * rows / samples.min(rows);
+            heads.clear();
+            for (pos, _) in &arrays {
+                heads.push((at(pos, r)?, at(pos, r + 1)?));
+            }
+            let mut last = 0u64;
+            loop {
+                // The smallest head coordinate and which operands hold it.
+                let mut min = i64::MAX;
+                let mut holders = 0u64;
+                for (t, &(p, end)) in heads.iter().enumerate() {
+                    if p < end {
+                        let c = at(arrays[t].1, usize::try_from(p).ok()?)?;
+                        if c < min {
+                            (min, holders) = (c, 1 << t);
+                        } else if c == min {
+                            holders |= 1 << t;
+                        }
+                    }
+                }
+                if holders == 0 {
+                    break;
+                }
+                for (t, h) in heads.iter_mut().enumerate() {
+                    h.0 += i64::from(holders >> t & 1 == 1);
+                }
+                switches += u64::from(last != 0 && holders != last);
+                merged += 1;
+                last = holders;
+            }
+        }
+        sample.switches = if merged == 0 {
+            0.0
+        } else {
+            switches as f64 / merged as f64
+        };
+        Some(sample)
     }
 
     /// Splits the rows into `chunks` ranges of about equal operand entries for a chunked run
