@@ -10,7 +10,6 @@ use common::*;
 use lacuna::driver::{convert_inputs, DriverError, Executable, Target};
 use lacuna::ir::ArrayData;
 use lacuna::schedule::decompose::DecomposeError;
-use lacuna::schedule::{Instruction, ScheduleFile};
 use lacuna::stage1::{bind, bind_with, unpack, BindError, Bindings, Input, Program};
 use std::collections::BTreeMap;
 
@@ -134,18 +133,6 @@ fn an_executable_refuses_another_programs_bindings() {
     interp
         .check_bindings(&other, &b)
         .expect("no machine code to protect");
-}
-
-/// A schedule that decomposes `A` (a generated value copy runs before the kernel).
-fn decompose(p: &Program, into: &str) -> ScheduleFile {
-    ScheduleFile {
-        version: 1,
-        kernel: p.name.clone(),
-        trace: vec![Instruction::DecomposeFormat {
-            buffer: "A".into(),
-            into: into.to_string(),
-        }],
-    }
 }
 
 #[test]

@@ -10,7 +10,7 @@ use common::*;
 use lacuna::driver::{convert_inputs, DriverError, Executable, Target};
 use lacuna::ir::ArrayData;
 use lacuna::schedule::decompose::{materialize, CsrMatrix, Decomposition};
-use lacuna::schedule::{Conversion, Instruction, ScheduleFile};
+use lacuna::schedule::{Conversion, Instruction};
 use lacuna::stage1::{bind_with, unpack, BindError, Bindings, Input, Program};
 use lacuna::stage2::print_func;
 use proptest::prelude::*;
@@ -39,17 +39,6 @@ const TARGETS: [Target; 3] = [Target::Jit, Target::Interp, Target::InterpStage1]
 const K: usize = 3;
 
 type Rows = Vec<Vec<(usize, f64)>>;
-
-fn decompose(p: &Program, into: &str) -> ScheduleFile {
-    ScheduleFile {
-        version: 1,
-        kernel: p.name.clone(),
-        trace: vec![Instruction::DecomposeFormat {
-            buffer: "A".into(),
-            into: into.to_string(),
-        }],
-    }
-}
 
 /// A scheduled SpMM built for one target.
 struct Built {

@@ -13,6 +13,19 @@ use std::path::Path;
 /// Relative tolerance for f64 comparisons: results may differ by summation order only.
 pub const REL_TOL: f64 = 1e-12;
 
+/// A schedule of `p` whose one instruction decomposes `A` into `into` (the format language of
+/// `decompose_format`).
+pub fn decompose(p: &Program, into: &str) -> lacuna::schedule::ScheduleFile {
+    lacuna::schedule::ScheduleFile {
+        version: 1,
+        kernel: p.name.clone(),
+        trace: vec![lacuna::schedule::Instruction::DecomposeFormat {
+            buffer: "A".into(),
+            into: into.to_string(),
+        }],
+    }
+}
+
 pub fn kernel(name: &str) -> Program {
     load_kernel(
         &Path::new(env!("CARGO_MANIFEST_DIR"))
