@@ -438,25 +438,51 @@ pub enum Executable {
     InterpGpu(Box<Lowered>),
     /// A kernel loaded on a CUDA GPU.
     Cuda(Box<ForProgram<CudaKernel>>),
-    /// A kernel with a preprocessing function (see `extract_preprocess`): `preprocess` runs
-    /// once per matrix and fills the aux buffers that `kernel` reads.
-    Preprocessed {
-        /// The kernel.
-        kernel: Box<Executable>,
-        /// The preprocessing function, built for the host (JIT) or the interpreter.
-        preprocess: Box<Executable>,
-        /// Its aux buffers and the buffers it writes.
-        stage: Box<Preprocess>,
-    },
+    /// A kernel with a preprocessing function (see `extract_preprocess`): the preprocessing
+    /// runs once per matrix and fills the aux buffers that the kernel reads. Its parts are
+    /// private: the kernel trusts what the preprocessing wrote, so it runs only after it.
+    Preprocessed(Box<PreprocessedKernel>),
     /// A kernel over buffers a schedule decomposed (`decompose_format`): before it, once per
     /// data, the generated value copies fill the parts' values from the decomposed buffers (see
     /// [`ValueCopy`]), then its own preprocessing runs.
-    Decomposed {
-        /// The kernel (possibly [`Executable::Preprocessed`]).
-        kernel: Box<Executable>,
-        /// One value copy per decomposed buffer.
-        copies: Vec<ValueCopy>,
-    },
+    Decomposed(Box<DecomposedKernel>),
+}
+
+/// The parts of [`Executable::Preprocessed`]: the kernel, the preprocessing function that fills
+/// the aux buffers it reads, and what that function allocates and writes. Only the stage is
+/// public; the kernel is not reachable alone, since it trusts the aux buffers:
+///
+/// ```compile_fail
+/// fn kernel(x: &lacuna::driver::PreprocessedKernel) -> &lacuna::driver::Executable {
+///     &x.kernel // private
+/// }
+/// ```
+pub struct PreprocessedKernel {
+    kernel: Executable,
+    /// Built for the host (JIT) or the interpreter.
+    preprocess: Executable,
+    stage: Preprocess,
+}
+
+impl PreprocessedKernel {
+    /// The preprocessing stage: its aux buffers and the buffers it writes.
+    pub fn stage(&self) -> &Preprocess {
+        &self.stage
+    }
+}
+
+/// The parts of [`Executable::Decomposed`]: the kernel over the parts (possibly
+/// [`Executable::Preprocessed`]) and the value copies that fill the parts' values.
+pub struct DecomposedKernel {
+    kernel: Executable,
+    copies: Vec<ValueCopy>,
+}
+
+impl DecomposedKernel {
+    /// One value copy per decomposed buffer.
+    pub fn copies(&self) -> &[ValueCopy] {
+        &self.copies
+    }
 }
 
 /// The generated value copy of one `decompose_format` conversion
@@ -465,10 +491,7 @@ pub enum Executable {
 /// binds. It is compiled for the kernel's backend: the JIT for `jit` (and CUDA kernels, whose
 /// inputs are prepared on the host), the stage-II interpreter for the interpreters.
 pub struct ValueCopy {
-    /// The decomposed buffer.
-    pub buffer: String,
-    /// The generated function (flat stage-II IR).
-    pub func: lacuna_stage2::Func,
+    func: lacuna_stage2::Func,
     conv: Conversion,
     exe: Box<Executable>,
 }
@@ -494,11 +517,20 @@ impl ValueCopy {
             }
         };
         Ok(Some(ValueCopy {
-            buffer: conv.buffer.clone(),
             func,
             conv: conv.clone(),
             exe: Box::new(exe),
         }))
+    }
+
+    /// The decomposed buffer.
+    pub fn buffer(&self) -> &str {
+        &self.conv.buffer
+    }
+
+    /// The generated function (flat stage-II IR).
+    pub fn func(&self) -> &lacuna_stage2::Func {
+        &self.func
     }
 
     /// Runs the copy on `b`, which [`convert_inputs`] seeded: the parts' values become those of
@@ -506,7 +538,7 @@ impl ValueCopy {
     /// pattern needs a new conversion).
     pub fn run(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
         use lacuna_schedule::decompose::DecomposeError;
-        let param = lacuna_schedule::source_len_param(&self.buffer);
+        let param = lacuna_schedule::source_len_param(&self.conv.buffer);
         let missing = |buffer: String| DriverError::Bind(BindError::MissingInput { buffer });
         let nnz = b
             .params
@@ -515,13 +547,13 @@ impl ValueCopy {
             .ok_or_else(|| missing(param))?;
         let a = b
             .buffers
-            .get(&self.buffer)
-            .ok_or_else(|| missing(self.buffer.clone()))?;
+            .get(&self.conv.buffer)
+            .ok_or_else(|| missing(self.conv.buffer.clone()))?;
         // The source maps index the entries the inspector saw: no more, no fewer.
         let entries = a.len();
         if usize::try_from(nnz).ok() != Some(entries) {
             return Err(DriverError::Conversion {
-                buffer: self.buffer.clone(),
+                buffer: self.conv.buffer.clone(),
                 source: DecomposeError::ValuesLength {
                     expected: usize::try_from(nnz).unwrap_or(0),
                     found: a.len(),
@@ -529,7 +561,7 @@ impl ValueCopy {
             });
         }
         for decl in &self.func.buffers {
-            if decl.name != self.buffer && !b.buffers.contains_key(&decl.name) {
+            if decl.name != self.conv.buffer && !b.buffers.contains_key(&decl.name) {
                 return Err(missing(decl.name.clone()));
             }
         }
@@ -562,7 +594,7 @@ impl ValueCopy {
                 .find(|(_, &k)| usize::try_from(k).is_ok_and(|k| k >= entries))
             {
                 return Err(DriverError::Conversion {
-                    buffer: self.buffer.clone(),
+                    buffer: self.conv.buffer.clone(),
                     source: DecomposeError::SourceMap {
                         map: x.source,
                         slot,
@@ -628,11 +660,11 @@ impl Executable {
                 };
                 let preprocess =
                     Executable::build_scheduled(&program, Some(pre.func.clone()), pre_target)?;
-                Executable::Preprocessed {
-                    kernel: Box::new(exe),
-                    preprocess: Box::new(preprocess),
-                    stage: Box::new(pre.clone()),
-                }
+                Executable::Preprocessed(Box::new(PreprocessedKernel {
+                    kernel: exe,
+                    preprocess,
+                    stage: pre.clone(),
+                }))
             }
             _ => exe,
         };
@@ -643,10 +675,10 @@ impl Executable {
         let exe = if copies.is_empty() {
             exe
         } else {
-            Executable::Decomposed {
-                kernel: Box::new(exe),
+            Executable::Decomposed(Box::new(DecomposedKernel {
+                kernel: exe,
                 copies,
-            }
+            }))
         };
         Ok((program, exe, conversions))
     }
@@ -710,9 +742,8 @@ impl Executable {
     pub fn has_parallel_loops(&self) -> bool {
         match self {
             Executable::Jit(k) => k.llvm_ir().contains("lacuna_rt_parallel_for"),
-            Executable::Preprocessed { kernel, .. } | Executable::Decomposed { kernel, .. } => {
-                kernel.has_parallel_loops()
-            }
+            Executable::Preprocessed(x) => x.kernel.has_parallel_loops(),
+            Executable::Decomposed(x) => x.kernel.has_parallel_loops(),
             _ => false,
         }
     }
@@ -720,8 +751,8 @@ impl Executable {
     /// The preprocessing stage, if the schedule extracted one.
     pub fn preprocess_stage(&self) -> Option<&Preprocess> {
         match self {
-            Executable::Preprocessed { stage, .. } => Some(stage),
-            Executable::Decomposed { kernel, .. } => kernel.preprocess_stage(),
+            Executable::Preprocessed(x) => Some(&x.stage),
+            Executable::Decomposed(x) => x.kernel.preprocess_stage(),
             _ => None,
         }
     }
@@ -729,7 +760,7 @@ impl Executable {
     /// The generated value copies of the decomposed buffers (empty without `decompose_format`).
     pub fn value_copies(&self) -> &[ValueCopy] {
         match self {
-            Executable::Decomposed { copies, .. } => copies,
+            Executable::Decomposed(x) => &x.copies,
             _ => &[],
         }
     }
@@ -755,20 +786,18 @@ impl Executable {
         b: &mut Bindings,
     ) -> Result<(), DriverError> {
         match self {
-            Executable::Preprocessed {
-                preprocess, stage, ..
-            } => {
-                allocate_aux(stage, b)?;
+            Executable::Preprocessed(x) => {
+                allocate_aux(&x.stage, b)?;
                 // SAFETY: the preprocessing function reads `p`'s data, validated by the caller,
                 // and writes the aux buffers just allocated for it.
-                unsafe { preprocess.run_unchecked(p, b)? };
+                unsafe { x.preprocess.run_unchecked(p, b)? };
             }
-            Executable::Decomposed { kernel, copies } => {
-                for c in copies {
+            Executable::Decomposed(x) => {
+                for c in &x.copies {
                     c.run(p, b)?;
                 }
                 // SAFETY: the copies changed only the parts' values, in place.
-                unsafe { kernel.run_preprocess_unchecked(p, b)? };
+                unsafe { x.kernel.run_preprocess_unchecked(p, b)? };
             }
             _ => {}
         }
@@ -793,10 +822,10 @@ impl Executable {
         let built = match self {
             Executable::Jit(k) => k.program.as_ref(),
             Executable::Cuda(k) => k.program.as_ref(),
-            Executable::Preprocessed {
-                kernel, preprocess, ..
-            } => return Ok(kernel.same_program(p)? | preprocess.same_program(p)?),
-            Executable::Decomposed { kernel, .. } => return kernel.same_program(p),
+            Executable::Preprocessed(x) => {
+                return Ok(x.kernel.same_program(p)? | x.preprocess.same_program(p)?)
+            }
+            Executable::Decomposed(x) => return x.kernel.same_program(p),
             Executable::Interp(_) | Executable::InterpStage1(_) | Executable::InterpGpu(_) => {
                 return Ok(false)
             }
@@ -838,8 +867,8 @@ impl Executable {
     ) -> Result<Option<f64>, DriverError> {
         // SAFETY (all arms): as the caller guarantees.
         match self {
-            Executable::Preprocessed { kernel, .. } => unsafe { kernel.run_kernel_timed(p, b) },
-            Executable::Decomposed { kernel, .. } => unsafe { kernel.run_kernel_timed(p, b) },
+            Executable::Preprocessed(x) => unsafe { x.kernel.run_kernel_timed(p, b) },
+            Executable::Decomposed(x) => unsafe { x.kernel.run_kernel_timed(p, b) },
             Executable::Cuda(k) => Ok(Some(unsafe { k.run(b)? })),
             other => unsafe { other.run_unchecked(p, b).map(|_| None) },
         }
@@ -878,13 +907,13 @@ impl Executable {
         // SAFETY (all arms): the preprocessing leaves what the kernel reads; otherwise as the
         // caller guarantees.
         match self {
-            Executable::Preprocessed { kernel, .. } => unsafe {
+            Executable::Preprocessed(x) => unsafe {
                 self.run_preprocess_unchecked(p, b)?;
-                kernel.run_unchecked(p, b)?;
+                x.kernel.run_unchecked(p, b)?;
             },
-            Executable::Decomposed { kernel, .. } => unsafe {
+            Executable::Decomposed(x) => unsafe {
                 self.run_preprocess_unchecked(p, b)?;
-                kernel.run_kernel(p, b)?;
+                x.kernel.run_kernel(p, b)?;
             },
             Executable::Jit(k) => unsafe { k.run(b)? },
             Executable::Interp(l) => interpret_func(&l.flat, b)?,

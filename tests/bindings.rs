@@ -36,7 +36,16 @@ fn y(p: &Program, b: &Bindings) -> Vec<f64> {
 /// Runs `tamper`ed bindings through `exe.run` and returns its error; the output stays zero (the
 /// kernel did not run).
 fn refused(p: &Program, exe: &Executable, tamper: impl Fn(&mut Bindings)) -> DriverError {
-    let mut b = bind(p, &spmv_inputs(), &BTreeMap::new()).expect("binds");
+    refused_on(p, exe, &spmv_inputs(), tamper)
+}
+
+fn refused_on(
+    p: &Program,
+    exe: &Executable,
+    inputs: &BTreeMap<String, Input>,
+    tamper: impl Fn(&mut Bindings),
+) -> DriverError {
+    let mut b = bind(p, inputs, &BTreeMap::new()).expect("binds");
     tamper(&mut b);
     let e = exe
         .run(p, &mut b)
@@ -189,5 +198,117 @@ fn value_copies_refuse_tampered_source_maps() {
             "{}: {e}",
             target.name()
         );
+    }
+}
+
+/// `specialize_buffer` makes the kernel compute `J`'s arrays instead of loading them, so no
+/// missing array stops it: binding must hold them, checked against the closed forms, or the
+/// coordinates and lengths the kernel computes would go unchecked.
+#[test]
+fn closed_forms_are_checked_against_bound_arrays() {
+    let p = kernel("spmv");
+    let (program, exe) =
+        Executable::build_with(&p, Some(&schedule_file("spmv_band")), Target::Jit).expect("builds");
+    // A 4 × 6 band: row i stores columns i, i + 1, i + 2, as `spmv_band` asserts.
+    let rows: Vec<Vec<(usize, f64)>> = (0..4)
+        .map(|i| (0..3).map(|d| (i + d, (1 + i * 3 + d) as f64)).collect())
+        .collect();
+    let x = values(6, 7);
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(to_coo(4, 6, &rows))),
+        ("x".to_string(), dense(&[6], x.clone())),
+    ]);
+    let mut b = bind(&program, &inputs, &BTreeMap::new()).expect("binds");
+    exe.run(&program, &mut b).expect("runs");
+    let want: Vec<f64> = rows
+        .iter()
+        .map(|r| r.iter().map(|&(j, v)| v * x[j]).sum())
+        .collect();
+    for (got, want) in y(&program, &b).iter().zip(&want) {
+        assert!(close(*got, *want), "{got} vs {want}");
+    }
+
+    // No structure for `J` at all, or no `indices`: refused, naming the axis and the form.
+    type Tamper = fn(&mut Bindings);
+    let tampers: [(&str, Tamper); 2] = [
+        ("no structure", |b| {
+            b.axes.remove("J");
+        }),
+        ("missing indices", |b| {
+            b.axes.get_mut("J").expect("J is bound").indices = None;
+        }),
+    ];
+    for (what, tamper) in tampers {
+        let e = refused_on(&program, &exe, &inputs, tamper);
+        match &e {
+            DriverError::Bind(BindError::Structure { axis, reason, .. }) => {
+                assert_eq!(axis, "J", "{e}");
+                assert!(
+                    reason.contains(what) && reason.contains("specialize_buffer"),
+                    "{e}"
+                );
+            }
+            other => panic!("{what}: {other}"),
+        }
+    }
+    // Bound arrays that break the form are refused too.
+    let e = refused_on(&program, &exe, &inputs, |b| {
+        let j = b.axes.get_mut("J").expect("J is bound");
+        j.indices
+            .as_mut()
+            .expect("indices")
+            .set(4, lacuna::ir::Scalar::I64(5));
+    });
+    assert!(
+        matches!(&e, DriverError::Bind(BindError::ClosedForm { axis, position: 4, .. }) if axis == "J"),
+        "{e}"
+    );
+}
+
+/// A preprocessed executable's kernel trusts the aux buffers its preprocessing fills, so `run`
+/// allocates and fills them itself: aux arrays bound by hand (here, rows far past `X`) are
+/// replaced, never read. (Its parts are private, so safe code cannot run that kernel alone.)
+#[test]
+fn preprocessed_kernels_fill_their_own_aux_buffers() {
+    let p = kernel("sddmm");
+    let rows = vec![vec![(1, 2.0), (3, -1.0)], vec![], vec![(0, 0.5), (2, 4.0)]];
+    let (m, n, k) = (3, 4, 5);
+    let x = values(m * k, 1);
+    let w = values(n * k, 2);
+    let inputs = BTreeMap::from([
+        ("S".to_string(), Input::Coo(to_coo(m, n, &rows))),
+        ("X".to_string(), dense(&[m, k], x.clone())),
+        ("W".to_string(), dense(&[n, k], w.clone())),
+    ]);
+    let want: Vec<f64> = rows
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            let (x, w) = (&x, &w);
+            r.iter()
+                .map(move |&(j, s)| s * (0..k).map(|q| x[i * k + q] * w[j * k + q]).sum::<f64>())
+        })
+        .collect();
+    for target in [Target::Jit, Target::Interp] {
+        let (program, exe) =
+            Executable::build_with(&p, Some(&schedule_file("sddmm_fused_pre")), target)
+                .expect("builds");
+        let stage = exe.preprocess_stage().expect("a preprocessing stage");
+        assert!(
+            !stage.aux.is_empty(),
+            "the row of each nonzero is an aux buffer"
+        );
+        let mut b = bind(&program, &inputs, &BTreeMap::new()).expect("binds");
+        for aux in &stage.aux {
+            b.buffers
+                .insert(aux.name.clone(), ArrayData::I64(vec![1 << 40; 64]));
+        }
+        exe.run(&program, &mut b).expect("runs");
+        let got = unpack(&program, &b, "C").expect("unpacks");
+        let got = got.values().to_f64_vec();
+        assert_eq!(got.len(), want.len(), "{}", target.name());
+        for (g, w) in got.iter().zip(&want) {
+            assert!(close(*g, *w), "{}: {g} vs {w}", target.name());
+        }
     }
 }

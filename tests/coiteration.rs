@@ -705,6 +705,9 @@ fn two_threads_chunk_only_large_switching_merges() {
         .expect("binds");
     let s = k.merge_sample(&fresh, 64, 0).expect("CSR operands");
     assert_eq!((s.entries, s.switches), (8, 4.0 / 7.0));
+    // More samples than rows sample every row once.
+    let s = k.merge_sample(&fresh, usize::MAX, 0).expect("CSR operands");
+    assert_eq!((s.entries, s.switches), (8, 4.0 / 7.0));
     // Below the minimum it counts the entries and samples nothing.
     let s = k.merge_sample(&fresh, 64, 9).expect("CSR operands");
     assert_eq!((s.entries, s.switches), (8, 0.0));

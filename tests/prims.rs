@@ -83,12 +83,6 @@ fn spmm_reference(m: usize, n: usize, rows: &[Vec<(usize, f64)>], b: &[f64], k: 
         .collect()
 }
 
-fn schedule_file(name: &str) -> ScheduleFile {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("examples/schedules/{name}.ron"));
-    ScheduleFile::from_ron(&std::fs::read_to_string(path).expect("schedule file")).expect("parses")
-}
-
 /// Candidates for random sequences on softmax_rows.
 fn softmax_candidates() -> Vec<Instruction> {
     vec![

@@ -943,7 +943,16 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
             reason,
         };
         if !bindings.has_axis(&a.name) {
-            // Axes that nothing iterates or stores over may stay unbound; users of them fail later.
+            if let Some(form) = a.closed_forms.first() {
+                // The kernel computes the array instead of loading it, so nothing would fail
+                // later: the data it stands for must be bound and checked here.
+                return Err(bad(format!(
+                    "no structure bound; specialize_buffer asserts a closed form for its `{}`, which is checked against the bound array",
+                    form.array()
+                )));
+            }
+            // Axes that nothing iterates or stores over may stay unbound: compiled code that
+            // loads their arrays refuses to run without them.
             continue;
         }
         let (indptr, indices) = (bindings.indptr(&a.name), bindings.indices(&a.name));
@@ -1047,6 +1056,7 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
             };
             match *form {
                 crate::ir::ClosedForm::Indptr { stride } => {
+                    // Variable axes have required their `indptr` above.
                     let ip = bindings.indptr(&a.name).map(|x| x.to_i64_vec());
                     for (i, &v) in ip.iter().flatten().enumerate() {
                         let want = stride.wrapping_mul(i as i64);
@@ -1060,7 +1070,10 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
                     in_row,
                     constant,
                 } => {
-                    let Some(ind) = &indices else { continue };
+                    let Some(ind) = &indices else {
+                        // The kernel would compute coordinates that no range check saw.
+                        return Err(bad("missing indices; specialize_buffer asserts a closed form for them, which is checked against the bound array".into()));
+                    };
                     for (seg, &(s, t)) in segments.iter().enumerate() {
                         for (q, &found) in ind.iter().enumerate().take(t).skip(s) {
                             let want = row

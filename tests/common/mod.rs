@@ -26,6 +26,15 @@ pub fn decompose(p: &Program, into: &str) -> lacuna::schedule::ScheduleFile {
     }
 }
 
+/// An example schedule, `examples/schedules/{name}.ron`.
+pub fn schedule_file(name: &str) -> lacuna::schedule::ScheduleFile {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/schedules")
+        .join(format!("{name}.ron"));
+    let text = std::fs::read_to_string(path).expect("example schedules exist");
+    lacuna::schedule::ScheduleFile::from_ron(&text).expect("example schedules parse")
+}
+
 pub fn kernel(name: &str) -> Program {
     load_kernel(
         &Path::new(env!("CARGO_MANIFEST_DIR"))

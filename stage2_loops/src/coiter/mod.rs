@@ -586,7 +586,8 @@ impl CoKernel {
         let (mut switches, mut merged) = (0u64, 0u64);
         let mut heads: Vec<(i64, i64)> = Vec::with_capacity(arrays.len());
         for s in 0..samples.min(rows) {
-            let r = s * rows / samples.min(rows);
+            // Evenly spaced rows; in u128, since `s * rows` may overflow a usize.
+            let r = usize::try_from(s as u128 * rows as u128 / samples.min(rows) as u128).ok()?;
             heads.clear();
             for (pos, _) in &arrays {
                 heads.push((at(pos, r)?, at(pos, r + 1)?));
