@@ -4,10 +4,13 @@
 //! array or a CSR matrix whose buffer takes one; see `lacuna_stage1::view_form`) borrows the
 //! arrays' memory, validates it with `lacuna_stage1::bind_views`, and runs the machine code on
 //! it with `CompiledKernel::run_raw`, writing outputs into NumPy arrays allocated here or
-//! given as `out=`. The *copying* path (interpreters, co-iteration kernels, encoded buffers,
-//! decomposed formats) converts the arguments into owned inputs and runs the driver's path.
-//! Arrays whose element type or layout differ are converted by NumPy first (same-kind casts
-//! only), unless `copy=False`, which makes any copy an error.
+//! given as `out=`. Every Python call the binding makes comes before the validation, and the
+//! arrays the kernel trusts (structure, coordinates) cannot change during the run: it runs on
+//! validated copies of them without the GIL, or borrows them holding the GIL (see
+//! `GIL_RELEASE_DATA_PER_STRUCTURE`). The *copying* path (interpreters, co-iteration kernels,
+//! encoded buffers, decomposed formats) converts the arguments into owned inputs and runs the
+//! driver's path. Arrays whose element type or layout differ are converted by NumPy first
+//! (same-kind casts only), unless `copy=False`, which makes any copy an error.
 
 use crate::errors::{bind_error, catch, driver_error, internal, BindError, ShapeError};
 use crate::kernel::{PyKernel, PySchedule};
@@ -156,6 +159,27 @@ enum WriteGuard<'py> {
 }
 
 impl WriteGuard<'_> {
+    /// Its number of elements.
+    fn len(&self) -> usize {
+        match self {
+            WriteGuard::F32(a) => a.len(),
+            WriteGuard::F64(a) => a.len(),
+            WriteGuard::I8(a) => a.len(),
+            WriteGuard::I32(a) => a.len(),
+            WriteGuard::I64(a) => a.len(),
+        }
+    }
+
+    /// Its size in bytes.
+    fn len_bytes(&self) -> usize {
+        let width = match self {
+            WriteGuard::F32(_) | WriteGuard::I32(_) => 4,
+            WriteGuard::F64(_) | WriteGuard::I64(_) => 8,
+            WriteGuard::I8(_) => 1,
+        };
+        self.len() * width
+    }
+
     /// Zero-fills the array and returns its memory for the kernel.
     fn zeroed_raw(&mut self) -> RawArray {
         const CHECKED: &str = "outputs are checked C-contiguous before they are borrowed";
@@ -438,6 +462,26 @@ fn to_numpy<'py>(
     flat.call_method1("reshape", (PyTuple::new(py, shape)?,))
 }
 
+/// `data` as a NumPy array of `shape`, without copying it.
+fn into_numpy<'py>(
+    py: Python<'py>,
+    data: ArrayData,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    let flat: Bound<'py, PyAny> = match data {
+        ArrayData::F32(v) => numpy::PyArray1::from_vec(py, v).into_any(),
+        ArrayData::F64(v) => numpy::PyArray1::from_vec(py, v).into_any(),
+        ArrayData::I8(v) => numpy::PyArray1::from_vec(py, v).into_any(),
+        ArrayData::I32(v) => numpy::PyArray1::from_vec(py, v).into_any(),
+        ArrayData::I64(v) => numpy::PyArray1::from_vec(py, v).into_any(),
+    };
+    flat.call_method1("reshape", (PyTuple::new(py, shape)?,))
+}
+
+/// The zero-copy path releases the GIL while the kernel runs when the arrays it trusts
+/// (structure, coordinates), which it then copies, are at most this fraction of all its data.
+const GIL_RELEASE_DATA_PER_STRUCTURE: usize = 8;
+
 #[pymethods]
 impl PyExecutable {
     /// The target it was built for.
@@ -676,7 +720,30 @@ impl PyExecutable {
                 (Arg::Csr(..), _) => unreachable!("zero_copy_possible checked the forms"),
             }
         }
-        // Borrow everything read-only, then bind and validate.
+        // Every Python call comes before the validation below: Python code run after it (a
+        // property of an ndarray subclass, a finalizer) could change the arrays it accepted.
+        // Given outputs: checked, and their shapes read, here; compared after binding.
+        let mut given: BTreeMap<String, (Bound<'py, PyAny>, Vec<usize>)> = BTreeMap::new();
+        for buf in p.buffers.iter().filter(|b| b.role == Role::Output) {
+            let Some(arr) = outs.get(&buf.name) else {
+                continue;
+            };
+            if !usable(arr, buf.dtype)?
+                || !arr
+                    .getattr("flags")?
+                    .getattr("writeable")?
+                    .extract::<bool>()?
+            {
+                return Err(BindError::new_err(format!(
+                    "out `{}` must be a writeable, C-contiguous {} ndarray (it is written in place)",
+                    buf.name,
+                    numpy_name(buf.dtype)
+                )));
+            }
+            let shape = arr.cast::<PyUntypedArray>()?.shape().to_vec();
+            given.insert(buf.name.clone(), (arr.clone(), shape));
+        }
+        // Borrow the inputs read-only and the given outputs read-write.
         let guards: BTreeMap<&String, Vec<ReadGuard<'py>>> = prepared
             .iter()
             .map(|(name, pr)| {
@@ -688,20 +755,75 @@ impl PyExecutable {
                 Ok((name, g))
             })
             .collect::<PyResult<_>>()?;
+        let mut out_guards: BTreeMap<String, WriteGuard<'py>> = BTreeMap::new();
+        for (name, (arr, _)) in &given {
+            out_guards.insert(name.clone(), write(arr, &format!("out `{name}`"))?);
+        }
+        // No Python code runs from here until the kernel has returned.
+        //
+        // The machine code trusts the structure arrays (and coordinate buffers): bounds are
+        // checked once, here. With the GIL released, another Python thread could change them
+        // during the run, so the kernel then runs on validated copies of them. Kernels whose
+        // data is mostly structure (SpMV) would pay for the copy what they gain: they run
+        // borrowing them, holding the GIL.
+        let trusted: Vec<(&String, usize)> = prepared
+            .iter()
+            .flat_map(|(name, pr)| {
+                let coords = p.buffer(name).is_some_and(|b| b.coordinates_of.is_some());
+                let n = match pr.arrays.len() {
+                    3 => 2,
+                    _ if coords => 1,
+                    _ => 0,
+                };
+                (0..n).map(move |k| (name, k))
+            })
+            .collect();
+        let bytes = |v: &ArrayView<'_>| v.len() * v.dtype().size_bytes();
+        let trusted_bytes: usize = trusted
+            .iter()
+            .map(|(n, k)| bytes(&guards[n][*k].view()))
+            .sum();
+        let all_bytes: usize = guards
+            .values()
+            .flatten()
+            .map(|g| bytes(&g.view()))
+            .chain(out_guards.values().map(|g| g.len_bytes()))
+            .sum();
+        let release_gil = trusted_bytes.saturating_mul(GIL_RELEASE_DATA_PER_STRUCTURE) <= all_bytes;
+        let snapshots: BTreeMap<(String, usize), ArrayData> = if release_gil {
+            trusted
+                .iter()
+                .map(|&(n, k)| ((n.clone(), k), guards[n][k].view().to_owned()))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        fn view_in<'a>(
+            snapshots: &'a BTreeMap<(String, usize), ArrayData>,
+            guards: &'a [ReadGuard<'_>],
+            name: &str,
+            k: usize,
+        ) -> ArrayView<'a> {
+            match snapshots.get(&(name.to_string(), k)) {
+                Some(owned) => owned.view(),
+                None => guards[k].view(),
+            }
+        }
+        let view_of = |name: &String, k: usize| view_in(&snapshots, &guards[name], name, k);
         let views: BTreeMap<String, InputView<'_>> = guards
             .iter()
             .map(|(name, g)| {
                 let shape = &prepared[*name].shape;
-                let v = match g.as_slice() {
-                    [d] => InputView::Dense {
+                let v = match g.len() {
+                    1 => InputView::Dense {
                         shape,
-                        data: d.view(),
+                        data: view_of(name, 0),
                     },
-                    [ip, ind, vals] => InputView::Csr {
+                    3 => InputView::Csr {
                         shape: [shape[0], shape[1]],
-                        indptr: ip.view(),
-                        indices: ind.view(),
-                        values: vals.view(),
+                        indptr: view_of(name, 0),
+                        indices: view_of(name, 1),
+                        values: view_of(name, 2),
                     },
                     _ => unreachable!("one or three arrays per input"),
                 };
@@ -709,18 +831,22 @@ impl PyExecutable {
             })
             .collect();
         let bound: BindingsView<'_> = bind_views(p, &views, params).map_err(|e| bind_error(&e))?;
-        // Outputs: the user's arrays or new ones, checked; allocated buffers: owned.
-        let mut out_arrays: BTreeMap<String, Bound<'py, PyAny>> = BTreeMap::new();
+        // Outputs: the user's arrays, checked, or new ones (NumPy arrays after the run);
+        // allocated buffers: owned.
+        let mut fresh: BTreeMap<String, (ArrayData, Vec<usize>)> = BTreeMap::new();
         let mut allocs: BTreeMap<String, ArrayData> = BTreeMap::new();
         for buf in p.buffers.iter().filter(|b| b.role != Role::Input) {
             let len = buffer_len_view(p, &bound, &buf.name).map_err(|e| bind_error(&e))?;
+            let too_large = || {
+                bind_error(&lacuna_stage1::BindError::TooLarge {
+                    buffer: buf.name.clone(),
+                })
+            };
             if buf.role == Role::Alloc {
-                let total = len + buf.extra_storage as usize;
-                let data = ArrayData::try_zeros(buf.dtype, total).ok_or_else(|| {
-                    bind_error(&lacuna_stage1::BindError::TooLarge {
-                        buffer: buf.name.clone(),
-                    })
-                })?;
+                let total = len
+                    .checked_add(usize::try_from(buf.extra_storage).map_err(|_| too_large())?)
+                    .ok_or_else(too_large)?;
+                let data = ArrayData::try_zeros(buf.dtype, total).ok_or_else(too_large)?;
                 allocs.insert(buf.name.clone(), data);
                 continue;
             }
@@ -737,42 +863,22 @@ impl PyExecutable {
                     .collect(),
                 _ => vec![len],
             };
-            let arr = match outs.get(&buf.name) {
-                Some(given) => {
-                    if !usable(given, buf.dtype)?
-                        || !given
-                            .getattr("flags")?
-                            .getattr("writeable")?
-                            .extract::<bool>()?
-                    {
-                        return Err(BindError::new_err(format!(
-                            "out `{}` must be a writeable, C-contiguous {} ndarray (it is written in place)",
-                            buf.name,
-                            numpy_name(buf.dtype)
-                        )));
-                    }
-                    let given_shape: Vec<usize> = given.getattr("shape")?.extract()?;
-                    if given_shape != shape {
+            match (given.get(&buf.name), out_guards.get(&buf.name)) {
+                (Some((_, given_shape)), Some(g)) => {
+                    if *given_shape != shape {
                         return Err(ShapeError::new_err(format!(
                             "out `{}` has shape {given_shape:?}, the kernel writes {shape:?}",
                             buf.name
                         )));
                     }
-                    given.clone()
+                    check_length(p, &bound, &buf.name, "values", g.len())
+                        .map_err(|e| bind_error(&e))?;
                 }
-                None => {
-                    let kwargs = PyDict::new(py);
-                    kwargs.set_item("dtype", numpy_name(buf.dtype))?;
-                    np.call_method("zeros", (PyTuple::new(py, &shape)?,), Some(&kwargs))?
+                _ => {
+                    let data = ArrayData::try_zeros(buf.dtype, len).ok_or_else(too_large)?;
+                    fresh.insert(buf.name.clone(), (data, shape));
                 }
-            };
-            let n: usize = arr.getattr("size")?.extract()?;
-            check_length(p, &bound, &buf.name, "values", n).map_err(|e| bind_error(&e))?;
-            out_arrays.insert(buf.name.clone(), arr);
-        }
-        let mut out_guards: BTreeMap<String, WriteGuard<'py>> = BTreeMap::new();
-        for (name, arr) in &out_arrays {
-            out_guards.insert(name.clone(), write(arr, &format!("out `{name}`"))?);
+            }
         }
         let mut raw = RawBindings {
             params: bound.params.clone(),
@@ -797,37 +903,47 @@ impl PyExecutable {
         for (name, g) in out_guards.iter_mut() {
             raw.buffers.insert(name.clone(), g.zeroed_raw());
         }
+        let owned = |a: &mut ArrayData| RawArray {
+            ptr: a.as_mut_ptr(),
+            len: a.len(),
+            dtype: a.dtype(),
+        };
+        for (name, (a, _)) in fresh.iter_mut() {
+            raw.buffers.insert(name.clone(), owned(a));
+        }
         for (name, a) in allocs.iter_mut() {
-            raw.buffers.insert(
-                name.clone(),
-                RawArray {
-                    ptr: a.as_mut_ptr(),
-                    len: a.len(),
-                    dtype: a.dtype(),
-                },
-            );
+            raw.buffers.insert(name.clone(), owned(a));
         }
         let raw = SendRaw(raw);
         let kernel: &CompiledKernel = kernel;
-        let ran = py
-            .detach(move || {
+        // SAFETY: every input array was validated by `bind_views` against the parameters in
+        // `raw` (lengths, structure, element types) with no Python code run since; the arrays
+        // the kernel trusts (structure, coordinates) are either the validated copies, or borrowed
+        // while this thread holds the GIL, so no Python thread changes them during the run;
+        // every output and allocated buffer has the length `check_length` or the binding gave it
+        // and is exclusively borrowed (NumPy readwrite borrows, owned data) until the call
+        // returns; inputs are borrowed read-only, so no written array overlaps another.
+        let run = move || {
+            let raw = raw;
+            in_pool(threads, move || {
                 let raw = raw;
-                // SAFETY: every input array was validated by `bind_views` against the parameters
-                // in `raw` (lengths, structure, element types), every output and allocated buffer
-                // has the length `check_length` accepted and is exclusively borrowed (NumPy
-                // readwrite borrows, owned `allocs`) until this call returns; inputs are borrowed
-                // read-only, so no written array overlaps another.
-                in_pool(threads, move || {
-                    let raw = raw;
-                    catch(|| unsafe { kernel.run_raw(&raw.0) })
-                })
+                catch(|| unsafe { kernel.run_raw(&raw.0) })
             })
+        };
+        let ran = if release_gil { py.detach(run) } else { run() }
             .map_err(crate::errors::ExecutionError::new_err)?;
         drop(out_guards);
         match ran {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(crate::errors::ExecutionError::new_err(e.to_string())),
             Err(panic) => return Err(internal("run", panic)),
+        }
+        let mut out_arrays: BTreeMap<String, Bound<'py, PyAny>> = given
+            .into_iter()
+            .map(|(name, (arr, _))| (name, arr))
+            .collect();
+        for (name, (data, shape)) in fresh {
+            out_arrays.insert(name, into_numpy(py, data, &shape)?);
         }
         let result = PyDict::new(py);
         for (name, arr) in out_arrays {

@@ -196,3 +196,22 @@ def test_gpu_race_is_an_execution_error():
     s.bind("spmm_init:k.1", "threadIdx.x")
     g = lacuna.build(s, target="interp-gpu")
     assert_close(g(A=a, B=np.ones((10, 64)))["C"], a @ np.ones((10, 64)))
+
+
+def test_arrays_changed_by_python_code_during_the_call_are_caught(spmv):
+    # The kernel trusts the structure arrays it was given, so every Python call the binding
+    # makes (here, an `out` array's `flags` property) comes before they are validated: a change
+    # made then is refused, not read out of bounds.
+    a = random_csr(50, 40, density=0.2, seed=3)
+    assert a.indices.dtype == np.int32 and a.nnz > 0
+
+    class Sneaky(np.ndarray):
+        @property
+        def flags(self):
+            a.indices[0] = 10**6  # far past x
+            return super().flags
+
+    y = np.zeros(50).view(Sneaky)
+    with pytest.raises(lacuna.BindError, match="out of range"):
+        spmv(A=a, x=np.ones(40), out={"y": y})
+    assert not y.any(), "the kernel did not run"
