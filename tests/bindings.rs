@@ -312,3 +312,99 @@ fn preprocessed_kernels_fill_their_own_aux_buffers() {
         }
     }
 }
+
+fn inline(text: &str) -> Program {
+    let p = Program::from_ron(text).expect("parses");
+    lacuna::stage1::verify(&p).expect("verifies");
+    p
+}
+
+/// Row sums over a sparse_fixed axis: its loops run `w` entries a row without loading `J`'s
+/// arrays, so a missing structure would not stop the kernel.
+const ELL_ROW_SUM: &str = r#"(
+    version: 1, name: "ell_row_sum", params: ["m", "n", "w"],
+    axes: [
+        (name: "I", kind: DenseFixed(n: "m")),
+        (name: "J", kind: SparseFixed(parent: "I", n: "n", nnz_cols: "w")),
+    ],
+    buffers: [
+        (name: "A", axes: ["I", "J"], dtype: F64),
+        (name: "b", axes: ["I"], dtype: F64, role: Output),
+    ],
+    body: [Iter((name: "s", axes: ["I", "J"], kinds: "SR", vars: ["i", "j"],
+        init: [Store("b[i] = 0.0")], body: [Store("b[i] = b[i] + A[i, j]")]))],
+)"#;
+
+/// A bound buffer needs its axes' structure: without it, its length (what the kernel reaches)
+/// is unknown, and a fixed-width axis's loops load nothing that would be found missing.
+#[test]
+fn buffers_over_unbound_axes_are_refused() {
+    let p = inline(ELL_ROW_SUM);
+    let exe = Executable::build(&p, Target::Jit).expect("builds");
+    let rows = vec![vec![(0, 1.0), (2, 2.0)], vec![(1, 3.0), (3, 4.0)]];
+    let inputs = BTreeMap::from([("A".to_string(), Input::Coo(to_coo(2, 4, &rows)))]);
+    let params = BTreeMap::from([("w".to_string(), 2)]);
+    let mut b = bind(&p, &inputs, &params).expect("binds");
+    exe.run(&p, &mut b).expect("runs");
+    assert_eq!(
+        unpack(&p, &b, "b").expect("unpacks").values().to_f64_vec(),
+        [3.0, 7.0]
+    );
+    let mut b = bind(&p, &inputs, &params).expect("binds");
+    b.axes.remove("J");
+    let e = exe.run(&p, &mut b).expect_err("no structure for J");
+    assert!(
+        matches!(&e, DriverError::Bind(BindError::NoStructure { axis, .. }) if axis == "J"),
+        "{e}"
+    );
+    assert!(b.buffers["b"].to_f64_vec().iter().all(|&v| v == 0.0));
+}
+
+/// A dense_variable axis's coordinate is the position in its segment, which the kernel uses on
+/// a dense axis of extent `max_len` unchecked: a segment longer than that is refused even when
+/// (unsorted) indices are bound too.
+#[test]
+fn dense_variable_segments_stay_within_max_len() {
+    let p = inline(
+        r#"(
+        version: 1, name: "ragged_dot", params: ["m", "max_len", "nnz"],
+        axes: [
+            (name: "I", kind: DenseFixed(n: "m")),
+            (name: "J", kind: DenseVariable(parent: "I", max_len: "max_len", nnz: "nnz"),
+                sorted: false),
+            (name: "J_", kind: DenseFixed(n: "max_len")),
+        ],
+        buffers: [
+            (name: "A", axes: ["I", "J"], dtype: F64),
+            (name: "x", axes: ["J_"], dtype: F64),
+            (name: "y", axes: ["I"], dtype: F64, role: Output),
+        ],
+        body: [Iter((name: "s", axes: ["I", "J"], kinds: "SR", vars: ["i", "j"],
+            init: [Store("y[i] = 0.0")], body: [Store("y[i] = y[i] + A[i, j] * x[j]")]))],
+    )"#,
+    );
+    let exe = Executable::build(&p, Target::Jit).expect("builds");
+    let rows = vec![vec![(0, 1.0), (1, 2.0)], vec![(0, 3.0)]];
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(to_coo(2, 2, &rows))),
+        ("x".to_string(), dense(&[2], vec![10.0, 100.0])),
+    ]);
+    let mut b = bind(&p, &inputs, &BTreeMap::new()).expect("binds");
+    exe.run(&p, &mut b).expect("runs");
+    assert_eq!(y(&p, &b), [210.0, 30.0]);
+    // Row 0 grown to 40 entries, with in-range (repeated) indices beside the indptr.
+    let mut b = bind(&p, &inputs, &BTreeMap::new()).expect("binds");
+    let j = b.axes.get_mut("J").expect("J is bound");
+    j.indptr = Some(ArrayData::I64(vec![0, 40, 41]));
+    j.indices = Some(ArrayData::I64(vec![0; 41]));
+    b.params.insert("nnz".into(), 41);
+    b.buffers.insert("A".into(), ArrayData::F64(vec![1.0; 41]));
+    let e = exe.run(&p, &mut b).expect_err("a segment past max_len");
+    match &e {
+        DriverError::Bind(BindError::Structure { axis, reason, .. }) => {
+            assert_eq!(axis, "J");
+            assert!(reason.contains("max_len"), "{e}");
+        }
+        other => panic!("{other}"),
+    }
+}

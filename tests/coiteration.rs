@@ -6,7 +6,7 @@
 //! orders, mismatched shapes).
 
 use lacuna::driver::{parse_kernel_with_formats, run_coiteration, DriverError, Target};
-use lacuna::ir::{ArrayData, CooTensor};
+use lacuna::ir::{ArrayData, CooTensor, DenseArray};
 use lacuna::stage1::{BinOp, Coiteration, Input, Merge, Output, Program, Stmt};
 use lacuna::stage2::coiter::{lattice, CoKernel, CoiterError, Pass, TExpr};
 use proptest::prelude::*;
@@ -1682,4 +1682,62 @@ fn one_pass_plans() {
     let text = lacuna::stage2::print_func(k.one_pass.as_ref().expect("one pass"));
     assert!(!text.contains("parallel for"), "{text}");
     assert!(text.contains("C.pos[i + 1] = out.q"), "{text}");
+}
+
+/// A dense (unencoded) operand is indexed by its extents without checks: `bind` refuses data
+/// of another length, and entries outside the shape (which would land on another cell).
+#[test]
+fn dense_operands_must_match_their_shape() {
+    // SpMSpV with `x` dense.
+    let mut p = kernel_text(
+        r#"(
+    version: 1, name: "spmv_coiter", params: ["m", "n"],
+    axes: [(name: "I", kind: DenseFixed(n: "m")), (name: "J", kind: DenseFixed(n: "n"))],
+    buffers: [
+        (name: "A", axes: ["I", "J"], dtype: F64, encoding: Some("csr")),
+        (name: "B", axes: ["J"], dtype: F64),
+        (name: "C", axes: ["I"], dtype: F64, role: Output, encoding: Some("map = (d0) -> (d0 : compressed)")),
+    ],
+    body: [Iter((name: "spmv_coiter", axes: ["I", "J"], kinds: "SR", vars: ["i", "j"], body: [Store("C[i] = C[i] + A[i, j] * B[j]")]))],
+)"#,
+    );
+    let Stmt::Iter(it) = &mut p.body[0] else {
+        panic!("one iteration")
+    };
+    it.coiteration = Some(Coiteration::default());
+    let k = CoKernel::new(&p).expect("compiles");
+    let a = coo((2, 3), &BTreeMap::from([((0, 1), 2.0), ((1, 2), 3.0)]));
+    let with_b = |b: Input| {
+        BTreeMap::from([
+            ("A".to_string(), Input::Coo(a.clone())),
+            ("B".to_string(), b),
+        ])
+    };
+    let full = DenseArray {
+        shape: vec![3],
+        data: ArrayData::F64(vec![1.0, 2.0, 3.0]),
+    };
+    k.bind(&with_b(Input::Dense(full.clone())), &BTreeMap::new())
+        .expect("binds");
+    let short = DenseArray {
+        data: ArrayData::F64(vec![1.0]),
+        ..full
+    };
+    let e = k
+        .bind(&with_b(Input::Dense(short)), &BTreeMap::new())
+        .expect_err("1 value for 3");
+    assert!(e.to_string().contains("1 values for shape [3]"), "{e}");
+    let outside = CooTensor {
+        shape: vec![3],
+        coords: vec![vec![5]],
+        values: ArrayData::F64(vec![1.0]),
+    };
+    let e = k
+        .bind(&with_b(Input::Coo(outside)), &BTreeMap::new())
+        .expect_err("column 5 of 3");
+    assert!(
+        e.to_string()
+            .contains("coordinate 5 of dimension 0 is outside 0..3"),
+        "{e}"
+    );
 }

@@ -903,12 +903,10 @@ pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
         let Some(values) = bindings.buffers.get(&buf.name) else {
             continue;
         };
-        let len = match buffer_len_of(p, bindings, &buf.name) {
-            Ok(len) => len,
-            // Stored over an axis without structure: nothing can iterate it (see above).
-            Err(BindError::NoStructure { .. }) => continue,
-            Err(e) => return Err(e),
-        };
+        // A bound buffer needs the structure of its axes: its length, which the kernel's
+        // accesses reach, follows from it (loops over a fixed-width axis load no array that
+        // would be missing).
+        let len = buffer_len_of(p, bindings, &buf.name)?;
         let expected = usize::try_from(buf.extra_storage)
             .ok()
             .and_then(|extra| len.checked_add(extra))
@@ -1089,26 +1087,25 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
             }
         }
         for (seg, &(s, t)) in segments.iter().enumerate() {
-            match &indices {
-                Some(ind) => {
-                    for q in s..t {
-                        if ind[q] < 0 || ind[q] >= ext {
-                            return Err(bad(format!(
-                                "coordinate {} at position {q} is out of range 0..{ext}",
-                                ind[q]
-                            )));
-                        }
-                        if a.sorted && q > s && ind[q] <= ind[q - 1] {
-                            return Err(bad(format!("coordinates of segment {seg} are not strictly increasing at position {q} (declare the axis `sorted: false` for unsorted input)")));
-                        }
-                    }
-                }
-                None => {
-                    if (t - s) as i64 > ext {
+            // A dense variable axis's coordinate is the position within its segment, used
+            // unchecked on a dense axis of the same extent: extra indices do not replace this.
+            let dense = matches!(a.kind, AxisKind::DenseVariable { .. });
+            if (dense || indices.is_none()) && (t - s) as i64 > ext {
+                return Err(bad(format!(
+                    "segment {seg} has length {} > max_len {ext}",
+                    t - s
+                )));
+            }
+            if let Some(ind) = &indices {
+                for q in s..t {
+                    if ind[q] < 0 || ind[q] >= ext {
                         return Err(bad(format!(
-                            "segment {seg} has length {} > max_len {ext}",
-                            t - s
+                            "coordinate {} at position {q} is out of range 0..{ext}",
+                            ind[q]
                         )));
+                    }
+                    if a.sorted && q > s && ind[q] <= ind[q - 1] {
+                        return Err(bad(format!("coordinates of segment {seg} are not strictly increasing at position {q} (declare the axis `sorted: false` for unsorted input)")));
                     }
                 }
             }

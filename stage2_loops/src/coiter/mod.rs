@@ -268,8 +268,19 @@ impl CoKernel {
             match &self.plan.encodings[t] {
                 None => {
                     let dense = match input {
-                        Input::Dense(d) => d.clone(),
-                        Input::Coo(c) => coo_to_dense(c).ok_or_else(|| bad("too large".into()))?,
+                        Input::Dense(d) => {
+                            // The kernel indexes it by the extents, unchecked.
+                            let want = d.shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
+                            if want != Some(d.data.len()) {
+                                return Err(bad(format!(
+                                    "{} values for shape {:?}",
+                                    d.data.len(),
+                                    d.shape
+                                )));
+                            }
+                            d.clone()
+                        }
+                        Input::Coo(c) => coo_to_dense(c).map_err(bad)?,
                     };
                     let data = checked_cast(&dense.data, tensor.dtype).map_err(bad)?;
                     b.buffers.insert(tensor.name.clone(), data);
@@ -1087,20 +1098,35 @@ fn index_values(values: Vec<u64>, dtype: DType) -> Result<ArrayData, String> {
     }
 }
 
-fn coo_to_dense(c: &CooTensor) -> Option<DenseArray> {
-    let len = c.shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b))?;
-    let mut data = ArrayData::try_zeros(c.values.dtype(), len)?;
+fn coo_to_dense(c: &CooTensor) -> Result<DenseArray, String> {
+    let too_large = || "too large".to_string();
+    let len = c
+        .shape
+        .iter()
+        .try_fold(1usize, |a, &b| a.checked_mul(b))
+        .ok_or_else(too_large)?;
+    let mut data = ArrayData::try_zeros(c.values.dtype(), len).ok_or_else(too_large)?;
     for e in 0..c.nnz() {
-        let off = c
-            .shape
-            .iter()
-            .enumerate()
-            .fold(0usize, |o, (d, &ext)| o * ext + c.coords[d][e]);
-        let v = c.values.get(e)?;
-        let old = data.get(off)?;
+        let mut off = 0usize;
+        for (d, &ext) in c.shape.iter().enumerate() {
+            let x = c
+                .coords
+                .get(d)
+                .and_then(|crd| crd.get(e).copied())
+                .ok_or_else(|| format!("entry {e} has no coordinate in dimension {d}"))?;
+            if x >= ext {
+                return Err(format!(
+                    "entry {e}: coordinate {x} of dimension {d} is outside 0..{ext}"
+                ));
+            }
+            off = off * ext + x;
+        }
+        let missing = || format!("entry {e} has no value");
+        let v = c.values.get(e).ok_or_else(missing)?;
+        let old = data.get(off).ok_or_else(missing)?;
         data.set(off, eval_binop(lacuna_stage1::BinOp::Add, old, v));
     }
-    Some(DenseArray {
+    Ok(DenseArray {
         shape: c.shape.clone(),
         data,
     })
@@ -1162,9 +1188,9 @@ fn reference(
             }
             (None, Input::Dense(d)) => Operand::Dense(d.data.clone(), d.shape.clone()),
             (None, Input::Coo(c)) => {
-                let d = coo_to_dense(c).ok_or_else(|| CoiterError::Input {
+                let d = coo_to_dense(c).map_err(|what| CoiterError::Input {
                     buffer: tensor.name.clone(),
-                    what: "too large".into(),
+                    what,
                 })?;
                 Operand::Dense(d.data, d.shape)
             }
