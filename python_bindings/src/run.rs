@@ -5,9 +5,8 @@
 //! arrays' memory, validates it with `lacuna_stage1::bind_views`, and runs the machine code on
 //! it with `CompiledKernel::run_raw`, writing outputs into NumPy arrays allocated here or
 //! given as `out=`. Every Python call the binding makes comes before the validation, and the
-//! arrays the kernel trusts (structure, coordinates) cannot change during the run: it runs on
-//! validated copies of them without the GIL, or borrows them holding the GIL (see
-//! `GIL_RELEASE_DATA_PER_STRUCTURE`). The *copying* path (interpreters, co-iteration kernels,
+//! arrays the kernel trusts for addresses (structure, coordinates) cannot change during the
+//! run, which releases the GIL: it reads validated copies of them. The *copying* path (interpreters, co-iteration kernels,
 //! encoded buffers, decomposed formats) converts the arguments into owned inputs and runs the
 //! driver's path. Arrays whose element type or layout differ are converted by NumPy first
 //! (same-kind casts only), unless `copy=False`, which makes any copy an error.
@@ -170,14 +169,24 @@ impl WriteGuard<'_> {
         }
     }
 
-    /// Its size in bytes.
-    fn len_bytes(&self) -> usize {
-        let width = match self {
-            WriteGuard::F32(_) | WriteGuard::I32(_) => 4,
-            WriteGuard::F64(_) | WriteGuard::I64(_) => 8,
-            WriteGuard::I8(_) => 1,
-        };
-        self.len() * width
+    /// Its first byte and its size in bytes.
+    fn bytes(&self) -> (*const u8, usize) {
+        fn of<T>(a: &PyReadwriteArrayDyn<'_, T>) -> (*const u8, usize)
+        where
+            T: numpy::Element,
+        {
+            (
+                a.data().cast_const().cast(),
+                a.len() * std::mem::size_of::<T>(),
+            )
+        }
+        match self {
+            WriteGuard::F32(a) => of(a),
+            WriteGuard::F64(a) => of(a),
+            WriteGuard::I8(a) => of(a),
+            WriteGuard::I32(a) => of(a),
+            WriteGuard::I64(a) => of(a),
+        }
     }
 
     /// Zero-fills the array and returns its memory for the kernel.
@@ -478,10 +487,6 @@ fn into_numpy<'py>(
     flat.call_method1("reshape", (PyTuple::new(py, shape)?,))
 }
 
-/// The zero-copy path releases the GIL while the kernel runs when the arrays it trusts
-/// (structure, coordinates), which it then copies, are at most this fraction of all its data.
-const GIL_RELEASE_DATA_PER_STRUCTURE: usize = 8;
-
 #[pymethods]
 impl PyExecutable {
     /// The target it was built for.
@@ -761,11 +766,29 @@ impl PyExecutable {
         }
         // No Python code runs from here until the kernel has returned.
         //
-        // The machine code trusts the structure arrays (and coordinate buffers): bounds are
-        // checked once, here. With the GIL released, another Python thread could change them
-        // during the run, so the kernel then runs on validated copies of them. Kernels whose
-        // data is mostly structure (SpMV) would pay for the copy what they gain: they run
-        // borrowing them, holding the GIL.
+        // An output must not share memory with an input or another output: the kernel would
+        // read what it wrote. (NumPy's borrow checks see overlaps within one base array only.)
+        let span = |ptr: *const u8, bytes: usize| (ptr as usize, ptr as usize + bytes);
+        let mut spans: Vec<(String, (usize, usize))> = Vec::new();
+        for (name, g) in &guards {
+            for v in g.iter().map(ReadGuard::view) {
+                let bytes = v.len() * v.dtype().size_bytes();
+                spans.push((format!("argument `{name}`"), span(v.as_ptr(), bytes)));
+            }
+        }
+        for (name, g) in &out_guards {
+            let (ptr, bytes) = g.bytes();
+            let (lo, hi) = span(ptr, bytes);
+            if let Some((other, _)) = spans.iter().find(|(_, (l, h))| lo < *h && *l < hi) {
+                return Err(BindError::new_err(format!(
+                    "out `{name}` shares memory with {other} (the kernel would read what it writes)"
+                )));
+            }
+            spans.push((format!("out `{name}`"), (lo, hi)));
+        }
+        // The machine code trusts the structure arrays (and coordinate buffers): their bounds
+        // are checked once, below. The kernel runs on validated copies of them, which no other
+        // thread (Python without the GIL, native code, another view of the memory) can change.
         let trusted: Vec<(&String, usize)> = prepared
             .iter()
             .flat_map(|(name, pr)| {
@@ -778,26 +801,10 @@ impl PyExecutable {
                 (0..n).map(move |k| (name, k))
             })
             .collect();
-        let bytes = |v: &ArrayView<'_>| v.len() * v.dtype().size_bytes();
-        let trusted_bytes: usize = trusted
+        let snapshots: BTreeMap<(String, usize), ArrayData> = trusted
             .iter()
-            .map(|(n, k)| bytes(&guards[n][*k].view()))
-            .sum();
-        let all_bytes: usize = guards
-            .values()
-            .flatten()
-            .map(|g| bytes(&g.view()))
-            .chain(out_guards.values().map(|g| g.len_bytes()))
-            .sum();
-        let release_gil = trusted_bytes.saturating_mul(GIL_RELEASE_DATA_PER_STRUCTURE) <= all_bytes;
-        let snapshots: BTreeMap<(String, usize), ArrayData> = if release_gil {
-            trusted
-                .iter()
-                .map(|&(n, k)| ((n.clone(), k), guards[n][k].view().to_owned()))
-                .collect()
-        } else {
-            BTreeMap::new()
-        };
+            .map(|&(n, k)| ((n.clone(), k), guards[n][k].view().to_owned()))
+            .collect();
         fn view_in<'a>(
             snapshots: &'a BTreeMap<(String, usize), ArrayData>,
             guards: &'a [ReadGuard<'_>],
@@ -917,12 +924,12 @@ impl PyExecutable {
         let raw = SendRaw(raw);
         let kernel: &CompiledKernel = kernel;
         // SAFETY: every input array was validated by `bind_views` against the parameters in
-        // `raw` (lengths, structure, element types) with no Python code run since; the arrays
-        // the kernel trusts (structure, coordinates) are either the validated copies, or borrowed
-        // while this thread holds the GIL, so no Python thread changes them during the run;
-        // every output and allocated buffer has the length `check_length` or the binding gave it
-        // and is exclusively borrowed (NumPy readwrite borrows, owned data) until the call
-        // returns; inputs are borrowed read-only, so no written array overlaps another.
+        // `raw` (lengths, structure, element types); the arrays the kernel trusts for addresses
+        // (structure, coordinates) are the validated copies, owned here; every output and
+        // allocated buffer has the length `check_length` or the binding gave it, is borrowed
+        // read-write (NumPy) or owned until the call returns, and overlaps no other array
+        // (checked above). Values another thread changes meanwhile give other values, as in
+        // NumPy's own operations without the GIL, never other addresses.
         let run = move || {
             let raw = raw;
             in_pool(threads, move || {
@@ -930,7 +937,8 @@ impl PyExecutable {
                 catch(|| unsafe { kernel.run_raw(&raw.0) })
             })
         };
-        let ran = if release_gil { py.detach(run) } else { run() }
+        let ran = py
+            .detach(run)
             .map_err(crate::errors::ExecutionError::new_err)?;
         drop(out_guards);
         match ran {

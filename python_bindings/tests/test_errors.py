@@ -215,3 +215,23 @@ def test_arrays_changed_by_python_code_during_the_call_are_caught(spmv):
     with pytest.raises(lacuna.BindError, match="out of range"):
         spmv(A=a, x=np.ones(40), out={"y": y})
     assert not y.any(), "the kernel did not run"
+
+
+def test_out_sharing_memory_with_an_argument_is_refused(spmv):
+    # Two arrays over the same bytes through different base objects: NumPy's borrow checks do
+    # not see the overlap, the binding compares addresses.
+    raw = bytearray(64)
+    ind = np.frombuffer(memoryview(raw), np.int32)[:4]
+    ind[:] = [0, 1, 2, 3]
+    y = np.frombuffer(memoryview(raw), np.float64)[1:5]  # bytes 8..40: over ind[2:4]
+    a = ("csr", (4, 4), np.arange(5, dtype=np.int32), ind, np.ones(4))
+    with pytest.raises(lacuna.BindError, match="shares memory with argument `A`"):
+        spmv(A=a, x=np.ones(4), out={"y": y})
+    # Overlapping views of one array: NumPy's borrow check refuses them first.
+    x = np.ones(8)
+    with pytest.raises(lacuna.BindError, match="also an input"):
+        spmv(A=random_csr(4, 4, density=0.5, seed=1), x=x[:4], out={"y": x[2:6]})
+    # Apart, they run: the structure read is a copy, the result is right.
+    good = np.zeros(4)
+    spmv(A=a, x=np.ones(4), out={"y": good})
+    assert_close(good, np.ones(4))
