@@ -2154,18 +2154,8 @@ pub fn load_coo(path: &Path) -> Result<CooTensor, DriverError> {
     Ok(match load_input(path)? {
         Input::Coo(c) => c,
         Input::Dense(d) => {
-            let mut c = dense_to_coo(&d);
-            let keep: Vec<usize> = (0..c.nnz())
-                .filter(|&e| c.values.get(e).is_some_and(|v| v.as_f64() != 0.0))
-                .collect();
-            let values = keep
-                .iter()
-                .map(|&e| c.values.get(e).map_or(0.0, |v| v.as_f64()))
-                .collect();
-            for dim in c.coords.iter_mut() {
-                *dim = keep.iter().map(|&e| dim[e]).collect();
-            }
-            c.values = lacuna_ir::ArrayData::F64(values);
+            let mut c = lacuna_stage1::dense_nonzeros(&path.display().to_string(), &d)?;
+            c.values = c.values.cast(lacuna_ir::DType::F64);
             c
         }
     })
@@ -2403,7 +2393,8 @@ pub fn convert_inputs(
             })?;
         let mut coo = match input {
             Input::Coo(c) => c.clone(),
-            Input::Dense(d) => dense_to_coo(d),
+            // Its non-zeros, as binding stores them: the source maps index those.
+            Input::Dense(d) => lacuna_stage1::dense_nonzeros(&conv.buffer, d)?,
         };
         let fail = |source| DriverError::Conversion {
             buffer: conv.buffer.clone(),

@@ -408,3 +408,94 @@ fn dense_variable_segments_stay_within_max_len() {
         other => panic!("{other}"),
     }
 }
+
+/// The parts a decomposition's conversion builds (row ids, source maps, values) are what the
+/// kernel and its parallel loops rely on (distinct rows, entries in range): an input or a
+/// parameter that replaces them is refused. A dense input is stored by its non-zeros, in the
+/// conversion as in binding, and must be as long as its shape.
+#[test]
+fn converted_parts_cannot_be_replaced() {
+    let p = kernel("spmv");
+    let (program, exe, conversions) = Executable::build_converting(
+        &p,
+        Some(&decompose(&p, "(+ (bucket 1 2 (ell 1)) remainder)")),
+        Target::Jit,
+    )
+    .expect("builds");
+    let data = spmv_inputs();
+    let given = convert_inputs(&conversions, &data).expect("converts");
+    let part = given
+        .buffers
+        .keys()
+        .find(|k| k.ends_with(".row"))
+        .expect("a part with row ids")
+        .clone();
+    let mut with_part = data.clone();
+    with_part.insert(
+        part.clone(),
+        Input::Dense(lacuna::ir::DenseArray {
+            shape: vec![given.buffers[&part].len()],
+            data: ArrayData::I32(vec![0; given.buffers[&part].len()]),
+        }),
+    );
+    let e = bind_with(&program, &with_part, &BTreeMap::new(), given.clone())
+        .expect_err("row ids given by hand");
+    assert!(
+        matches!(&e, BindError::Converted { name } if *name == part),
+        "{e}"
+    );
+    let (param, &value) = given
+        .params
+        .iter()
+        .next()
+        .expect("the conversion sets sizes");
+    let e = bind_with(
+        &program,
+        &data,
+        &BTreeMap::from([(param.clone(), value + 1)]),
+        given.clone(),
+    )
+    .expect_err("a size the conversion set, changed");
+    assert!(
+        matches!(&e, BindError::ShapeMismatch { param: got, .. } if got == param),
+        "{e}"
+    );
+    bind_with(
+        &program,
+        &data,
+        &BTreeMap::from([(param.clone(), value)]),
+        given,
+    )
+    .expect("the same size is fine");
+
+    // A dense A (zeros included) converts and binds as its non-zeros.
+    let Input::Coo(a) = &data["A"] else {
+        panic!("COO A")
+    };
+    let mut cells = vec![0.0; 4 * 5];
+    for e in 0..a.nnz() {
+        cells[a.coords[0][e] * 5 + a.coords[1][e]] = a.values.to_f64_vec()[e];
+    }
+    let mut dense_a = data.clone();
+    dense_a.insert("A".into(), dense(&[4, 5], cells.clone()));
+    let given = convert_inputs(&conversions, &dense_a).expect("converts");
+    let mut b = bind_with(&program, &dense_a, &BTreeMap::new(), given).expect("binds");
+    exe.run(&program, &mut b).expect("runs");
+    assert_eq!(y(&program, &b), Y);
+    // Data that is not its shape's length is refused, not wrapped onto other cells.
+    cells.push(1.0);
+    dense_a.insert(
+        "A".into(),
+        Input::Dense(lacuna::ir::DenseArray {
+            shape: vec![4, 5],
+            data: ArrayData::F64(cells),
+        }),
+    );
+    let e = convert_inputs(&conversions, &dense_a).expect_err("21 values for 4 × 5");
+    assert!(e.to_string().contains("expected 20"), "{e}");
+    let e = bind(&p, &dense_a, &BTreeMap::new()).expect_err("21 values for 4 × 5");
+    assert!(
+        matches!(&e, BindError::Length { buffer, expected: 20, found: 21, .. } if buffer == "A"),
+        "{e}"
+    );
+}

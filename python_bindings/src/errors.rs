@@ -88,6 +88,7 @@ pub fn bind_error(e: &lacuna_stage1::BindError) -> PyErr {
         | B::NegativeParam { .. }
         | B::TooLarge { .. }
         | B::ClosedForm { .. }
+        | B::Converted { .. }
         | B::NotCoordinate { .. } => BindError::new_err(msg),
     }
 }

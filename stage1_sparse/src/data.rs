@@ -127,6 +127,13 @@ pub enum BindError {
         /// The buffer.
         buffer: String,
     },
+    /// An input names a buffer that the schedule's format conversion builds (the parts of a
+    /// decomposed buffer, their row ids and source maps): the kernel relies on what it built.
+    #[error("input `{name}` is built by the schedule's format conversion from the decomposed buffer; give that buffer instead")]
+    Converted {
+        /// The given name.
+        name: String,
+    },
     /// An input names no input buffer of the kernel.
     #[error("input `{name}` is not an input buffer of kernel `{kernel}` (its inputs: {known})")]
     UnknownInput {
@@ -371,6 +378,32 @@ fn check_values(buffer: &str, values: &ArrayData, dtype: DType) -> Result<ArrayD
         }
     }
     Ok(values.cast(dtype))
+}
+
+/// The non-zero entries of a dense input to buffer `buffer`, as a coordinate tensor; an error
+/// when its data is not as long as its shape says.
+pub fn dense_nonzeros(buffer: &str, d: &DenseArray) -> Result<CooTensor, BindError> {
+    check_dense_len(buffer, d)?;
+    Ok(dense_to_coo(d))
+}
+
+fn check_dense_len(buffer: &str, d: &DenseArray) -> Result<(), BindError> {
+    let expected = d
+        .shape
+        .iter()
+        .try_fold(1usize, |a, &b| a.checked_mul(b))
+        .ok_or_else(|| BindError::TooLarge {
+            buffer: buffer.to_string(),
+        })?;
+    if d.data.len() != expected {
+        return Err(BindError::Length {
+            buffer: buffer.to_string(),
+            array: "values".into(),
+            expected,
+            found: d.data.len(),
+        });
+    }
+    Ok(())
 }
 
 fn dense_to_coo(d: &DenseArray) -> CooTensor {
@@ -645,8 +678,20 @@ pub fn bind_with(
                 value: *v,
             });
         }
+        if let Some(&built) = b.params.get(k).filter(|&&built| built != *v) {
+            return Err(BindError::ShapeMismatch {
+                param: k.clone(),
+                first: built,
+                first_source: "the format conversion".into(),
+                second: *v,
+                second_source: "--param".into(),
+            });
+        }
         b.params.insert(k.clone(), *v);
         b.sources.insert(k.clone(), "--param".into());
+    }
+    if let Some(name) = inputs.keys().find(|name| b.buffers.contains_key(*name)) {
+        return Err(BindError::Converted { name: name.clone() });
     }
     let input_names: Vec<&str> = p
         .buffers
@@ -680,6 +725,10 @@ pub fn bind_with(
             .ok_or_else(|| BindError::MissingInput {
                 buffer: buf.name.clone(),
             })?;
+        if let Input::Dense(d) = input {
+            // Stored sparse, its values would otherwise wrap onto other coordinates.
+            check_dense_len(&buf.name, d)?;
+        }
         if !buf.dims.is_empty() {
             let values = bind_encoded(&mut b, buf, input)?;
             b.buffers.insert(buf.name.clone(), values);

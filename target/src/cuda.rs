@@ -347,6 +347,39 @@ impl CudaKernel {
     /// corrupt other device allocations.
     pub unsafe fn run(&self, b: &mut Bindings) -> Result<f64, CudaError> {
         let api = &self.api;
+        // As the JIT's `run`: every value buffer, and every structure array the code reads,
+        // must be bound (`lacuna_stage1::validate` lets unbound ones through on that promise).
+        let accessed = crate::check::accessed_buffers(&self.kernel.func);
+        for decl in &self.kernel.func.buffers {
+            let bound = match &decl.kind {
+                BufferKind::Values(_) => b.buffers.contains_key(&decl.name),
+                BufferKind::Indptr(ax) => b.axes.get(ax).is_some_and(|a| a.indptr.is_some()),
+                BufferKind::Indices(ax) => b.axes.get(ax).is_some_and(|a| a.indices.is_some()),
+            };
+            if bound {
+                continue;
+            }
+            return Err(match &decl.kind {
+                BufferKind::Values(_) => RuntimeError::MissingBuffer {
+                    buffer: decl.name.clone(),
+                },
+                BufferKind::Indptr(axis) | BufferKind::Indices(axis)
+                    if accessed.contains(&decl.name) =>
+                {
+                    RuntimeError::MissingStructure {
+                        buffer: decl.name.clone(),
+                        axis: axis.clone(),
+                        array: if matches!(decl.kind, BufferKind::Indptr(_)) {
+                            "indptr"
+                        } else {
+                            "indices"
+                        },
+                    }
+                }
+                _ => continue,
+            }
+            .into());
+        }
         let dims = self.kernel.all_launch_dims(b)?;
         let shared_bytes = (0..self.functions.len())
             .map(|k| self.shared_memory(k, b))
