@@ -1009,7 +1009,6 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
                 param: a.kind.coord_extent().to_string(),
             }
         })?;
-        let indices = indices.map(|x| x.to_i64_vec());
         let segments: Vec<(usize, usize)> = match &a.kind {
             AxisKind::SparseVariable {
                 loose: true, nnz, ..
@@ -1017,7 +1016,7 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
                 let ip = indptr
                     .ok_or_else(|| bad("missing positions".into()))?
                     .to_i64_vec();
-                let n_crd = indices.as_ref().map_or(0, Vec::len) as i64;
+                let n_crd = indices.as_ref().map_or(0, ArrayView::len) as i64;
                 if ip.len() != 2 * parent_len {
                     return Err(bad(format!(
                         "a loose axis has {} positions, expected {} (two per parent position)",
@@ -1083,7 +1082,7 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
             }
             AxisKind::SparseFixed { nnz_cols, .. } => {
                 let w = size_value(nnz_cols, bindings.params()).unwrap_or(0).max(0) as usize;
-                let n = indices.as_ref().map_or(0, Vec::len);
+                let n = indices.as_ref().map_or(0, ArrayView::len);
                 if n != parent_len * w {
                     return Err(bad(format!(
                         "indices has {n} entries, expected {parent_len} segments × {w}"
@@ -1117,7 +1116,7 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
                     in_row,
                     constant,
                 } => {
-                    let Some(ind) = &indices else {
+                    let Some(ind) = indices.as_ref().map(ArrayView::to_i64_vec) else {
                         // The kernel would compute coordinates that no range check saw.
                         return Err(bad("missing indices; specialize_buffer asserts a closed form for them, which is checked against the bound array".into()));
                     };
@@ -1135,29 +1134,91 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
                 }
             }
         }
-        for (seg, &(s, t)) in segments.iter().enumerate() {
-            // A dense variable axis's coordinate is the position within its segment, used
-            // unchecked on a dense axis of the same extent: extra indices do not replace this.
-            let dense = matches!(a.kind, AxisKind::DenseVariable { .. });
-            if (dense || indices.is_none()) && (t - s) as i64 > ext {
+        // A dense variable axis's coordinate is the position within its segment, used
+        // unchecked on a dense axis of the same extent: extra indices do not replace this.
+        if matches!(a.kind, AxisKind::DenseVariable { .. }) || indices.is_none() {
+            if let Some((seg, &(s, t))) = segments
+                .iter()
+                .enumerate()
+                .find(|(_, &(s, t))| (t - s) as i64 > ext)
+            {
                 return Err(bad(format!(
                     "segment {seg} has length {} > max_len {ext}",
                     t - s
                 )));
             }
-            if let Some(ind) = &indices {
-                for q in s..t {
-                    if ind[q] < 0 || ind[q] >= ext {
-                        return Err(bad(format!(
-                            "coordinate {} at position {q} is out of range 0..{ext}",
-                            ind[q]
-                        )));
-                    }
-                    if a.sorted && q > s && ind[q] <= ind[q - 1] {
-                        return Err(bad(format!("coordinates of segment {seg} are not strictly increasing at position {q} (declare the axis `sorted: false` for unsorted input)")));
-                    }
+        }
+        if let Some(ind) = &indices {
+            let checked = match ind {
+                ArrayView::I8(v) => check_coordinates(v, &segments, ext, a.sorted),
+                ArrayView::I32(v) => check_coordinates(v, &segments, ext, a.sorted),
+                ArrayView::I64(v) => check_coordinates(v, &segments, ext, a.sorted),
+                ArrayView::F32(_) | ArrayView::F64(_) => {
+                    check_coordinates(&ind.to_i64_vec(), &segments, ext, a.sorted)
                 }
+            };
+            checked.map_err(bad)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the coordinates `ind` holds in each segment: within `0..ext`, and strictly increasing
+/// where `sorted`. Generic over the stored integer type, so that no converted copy is made: the
+/// Python binding validates every call's arrays.
+fn check_coordinates<T: Copy + Into<i64>>(
+    ind: &[T],
+    segments: &[(usize, usize)],
+    ext: i64,
+    sorted: bool,
+) -> Result<(), String> {
+    let int = |x: T| -> i64 { x.into() };
+    // Segments that tile the array in order (every axis but a loose one): two branch-free
+    // passes over the whole array, which vectorize; the rows are short. Sorted means the only
+    // falls between neighbours are where a segment starts.
+    let tiles = segments.first().map_or(0, |s| s.0) == 0
+        && segments.windows(2).all(|w| w[0].1 == w[1].0)
+        && segments.last().map_or(0, |s| s.1) == ind.len();
+    if tiles && ext >= 0 {
+        let in_range = ind
+            .iter()
+            .fold(true, |ok, &x| ok & ((int(x) as u64) < ext as u64));
+        let ordered = !sorted || {
+            let falls = ind
+                .iter()
+                .zip(ind.iter().skip(1))
+                .fold(0usize, |n, (&a, &b)| n + usize::from(int(b) <= int(a)));
+            let at_starts = segments
+                .iter()
+                .filter(|&&(s, t)| s > 0 && s < t && int(ind[s]) <= int(ind[s - 1]))
+                .count();
+            falls == at_starts
+        };
+        if in_range && ordered {
+            return Ok(());
+        }
+    }
+    // Find what failed, segment by segment.
+    for (seg, &(s, t)) in segments.iter().enumerate() {
+        let Some(row) = ind.get(s..t) else {
+            return Err(format!(
+                "segment {seg} is ({s}, {t}), past the {} coordinates",
+                ind.len()
+            ));
+        };
+        let mut prev = i64::MIN;
+        for (k, &x) in row.iter().enumerate() {
+            let x: i64 = x.into();
+            let q = s + k;
+            if x < 0 || x >= ext {
+                return Err(format!(
+                    "coordinate {x} at position {q} is out of range 0..{ext}"
+                ));
             }
+            if sorted && x <= prev {
+                return Err(format!("coordinates of segment {seg} are not strictly increasing at position {q} (declare the axis `sorted: false` for unsorted input)"));
+            }
+            prev = x;
         }
     }
     Ok(())
@@ -1523,4 +1584,41 @@ fn eval_affine(
         vals.push(v);
     }
     vals.last().copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_coordinates;
+    use proptest::prelude::*;
+
+    /// What `check_coordinates` must find, one coordinate at a time.
+    fn naive(ind: &[i64], segments: &[(usize, usize)], ext: i64, sorted: bool) -> bool {
+        segments.iter().all(|&(s, t)| {
+            (s..t).all(|q| (0..ext).contains(&ind[q]) && (!sorted || q == s || ind[q] > ind[q - 1]))
+        })
+    }
+
+    proptest! {
+        /// The whole-array fast path accepts exactly what the per-coordinate check accepts:
+        /// rows of random lengths (empty ones included), coordinates a little outside `0..ext`,
+        /// ties and falls within and between rows.
+        #[test]
+        fn fast_path_agrees_with_the_naive_check(
+            rows in proptest::collection::vec(proptest::collection::vec(-1i64..7, 0..5), 0..8),
+            ext in 0i64..7,
+            sorted in any::<bool>(),
+        ) {
+            let mut ind = Vec::new();
+            let mut segments = Vec::new();
+            for r in &rows {
+                let s = ind.len();
+                ind.extend(r);
+                segments.push((s, ind.len()));
+            }
+            let want = naive(&ind, &segments, ext, sorted);
+            let narrow: Vec<i32> = ind.iter().map(|&x| x as i32).collect();
+            prop_assert_eq!(check_coordinates(&ind, &segments, ext, sorted).is_ok(), want);
+            prop_assert_eq!(check_coordinates(&narrow, &segments, ext, sorted).is_ok(), want);
+        }
+    }
 }
