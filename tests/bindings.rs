@@ -313,12 +313,6 @@ fn preprocessed_kernels_fill_their_own_aux_buffers() {
     }
 }
 
-fn inline(text: &str) -> Program {
-    let p = Program::from_ron(text).expect("parses");
-    lacuna::stage1::verify(&p).expect("verifies");
-    p
-}
-
 /// Row sums over a sparse_fixed axis: its loops run `w` entries a row without loading `J`'s
 /// arrays, so a missing structure would not stop the kernel.
 const ELL_ROW_SUM: &str = r#"(
@@ -339,7 +333,7 @@ const ELL_ROW_SUM: &str = r#"(
 /// is unknown, and a fixed-width axis's loops load nothing that would be found missing.
 #[test]
 fn buffers_over_unbound_axes_are_refused() {
-    let p = inline(ELL_ROW_SUM);
+    let p = inline_kernel(ELL_ROW_SUM);
     let exe = Executable::build(&p, Target::Jit).expect("builds");
     let rows = vec![vec![(0, 1.0), (2, 2.0)], vec![(1, 3.0), (3, 4.0)]];
     let inputs = BTreeMap::from([("A".to_string(), Input::Coo(to_coo(2, 4, &rows)))]);
@@ -365,7 +359,7 @@ fn buffers_over_unbound_axes_are_refused() {
 /// (unsorted) indices are bound too.
 #[test]
 fn dense_variable_segments_stay_within_max_len() {
-    let p = inline(
+    let p = inline_kernel(
         r#"(
         version: 1, name: "ragged_dot", params: ["m", "max_len", "nnz"],
         axes: [

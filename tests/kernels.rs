@@ -175,12 +175,6 @@ const NESTED_INT: &str = r#"(
     ]))],
 )"#;
 
-fn inline_kernel(text: &str) -> lacuna::stage1::Program {
-    let p = lacuna::stage1::Program::from_ron(text).expect("inline kernel parses");
-    lacuna::stage1::verify(&p).expect("inline kernel verifies");
-    p
-}
-
 proptest! {
     #![proptest_config(config())]
 

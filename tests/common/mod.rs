@@ -35,6 +35,13 @@ pub fn schedule_file(name: &str) -> lacuna::schedule::ScheduleFile {
     lacuna::schedule::ScheduleFile::from_ron(&text).expect("example schedules parse")
 }
 
+/// A kernel written in the test, parsed and verified.
+pub fn inline_kernel(text: &str) -> Program {
+    let p = Program::from_ron(text).expect("inline kernel parses");
+    lacuna::stage1::verify(&p).expect("inline kernel verifies");
+    p
+}
+
 pub fn kernel(name: &str) -> Program {
     load_kernel(
         &Path::new(env!("CARGO_MANIFEST_DIR"))
