@@ -23,6 +23,14 @@ use std::time::Instant;
 /// Anything that can go wrong in `lacuna bench`.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
+    /// A generated dense input does not fit in this machine's memory.
+    #[error("generated input `{name}` of shape {shape:?} is too large for this machine")]
+    TooLarge {
+        /// The input.
+        name: String,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
     /// Loading, compiling, binding or running failed.
     #[error(transparent)]
     Driver(#[from] DriverError),
@@ -456,14 +464,17 @@ pub fn gen_er(rows: usize, cols: usize, per_row: usize, seed: u64) -> CooTensor 
 
 /// A dense f64 array of uniform values in [-1, 1): the same values as `lacuna gen-dense
 /// --shape SHAPE --seed SEED`.
-pub fn random_dense(shape: &[usize], seed: u64) -> DenseArray {
-    let len = shape.iter().product();
+pub fn random_dense(shape: &[usize], seed: u64) -> Option<DenseArray> {
+    let len = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b))?;
+    let mut data: Vec<f64> = Vec::new();
+    // Fallible: a width such as `--k 100000000000` is an error, not an abort.
+    data.try_reserve_exact(len).ok()?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let data: Vec<f64> = (0..len).map(|_| rng.random_range(-1.0..1.0)).collect();
-    DenseArray {
+    data.extend((0..len).map(|_| rng.random_range(-1.0..1.0)));
+    Some(DenseArray {
         shape: shape.to_vec(),
         data: ArrayData::F64(data),
-    }
+    })
 }
 
 /// A kernel compiled for one format and schedule.
@@ -563,7 +574,7 @@ impl Compiled {
         cols: usize,
         k: usize,
         seed: u64,
-    ) -> BTreeMap<String, Input> {
+    ) -> Result<BTreeMap<String, Input>, BenchError> {
         self.def
             .dense
             .iter()
@@ -578,14 +589,18 @@ impl Compiled {
                     })
                     .collect();
                 let s = seed.wrapping_add(1 + i as u64);
-                (name.to_string(), Input::Dense(random_dense(&shape, s)))
+                let dense = random_dense(&shape, s).ok_or_else(|| BenchError::TooLarge {
+                    name: name.to_string(),
+                    shape: shape.clone(),
+                })?;
+                Ok((name.to_string(), Input::Dense(dense)))
             })
             .collect()
     }
 
     /// Binds the matrix and generated dense inputs (timing the conversion).
     pub fn prepare(&self, m: &Matrix, k: usize, seed: u64) -> Result<Prepared<'_>, BenchError> {
-        let mut inputs = self.dense_inputs(m.rows(), m.cols(), k, seed);
+        let mut inputs = self.dense_inputs(m.rows(), m.cols(), k, seed)?;
         inputs.insert(self.def.sparse.to_string(), Input::Coo(m.coo.clone()));
         let t = Instant::now();
         let given = driver::convert_inputs(&self.conversions, &inputs)?;

@@ -1030,7 +1030,9 @@ pub fn row_length_changes(a: &CooTensor) -> usize {
     if rows < 2 {
         return 0;
     }
-    let mut lengths = vec![0u32; rows];
+    let Some(mut lengths) = filled(rows, 0u32) else {
+        return 0;
+    };
     for &row in r.iter().take(a.nnz()) {
         if let Some(l) = lengths.get_mut(row) {
             *l = l.saturating_add(1);
@@ -1066,7 +1068,10 @@ pub fn scattered_gathers(a: &CooTensor) -> usize {
     let windows = || (SCATTER_BEHIND..rows).step_by(step);
     // The sampled rows and the rows before them, numbered.
     const NONE: u32 = u32::MAX;
-    let mut slot = vec![NONE; rows];
+    // Fallible: a declared row count far beyond the entries is refused later, by binding.
+    let Some(mut slot) = filled(rows, NONE) else {
+        return 0;
+    };
     let mut sampled = 0u32;
     for w in windows() {
         for s in &mut slot[w - SCATTER_BEHIND..=w] {
@@ -2323,13 +2328,23 @@ pub fn preset_bytes(coo: &CooTensor, format: InfoFormat) -> Option<usize> {
     }
 }
 
+/// `n` copies of `v`, or `None` where this machine cannot hold them (instead of aborting).
+fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).ok()?;
+    out.resize(n, v);
+    Some(out)
+}
+
 /// Shape, nnz, row-length statistics and storage bytes per format of a tensor file.
 pub fn info(path: &Path) -> Result<serde_json::Value, DriverError> {
     let mut coo = load_coo(path)?;
     coo.sort_and_sum_duplicates();
     let mut out = serde_json::json!({ "file": path, "shape": coo.shape, "nnz": coo.nnz(), "dtype": coo.values.dtype().name() });
     if coo.shape.len() == 2 {
-        let mut lens = vec![0usize; coo.shape[0]];
+        let mut lens = filled(coo.shape[0], 0usize).ok_or_else(|| BindError::TooLarge {
+            buffer: format!("{} (its row lengths)", path.display()),
+        })?;
         for &r in &coo.coords[0] {
             lens[r] += 1;
         }
@@ -2434,7 +2449,12 @@ pub fn convert_inputs(
         }
         coo.sort_and_sum_duplicates();
         let (m, n) = (coo.shape[0], coo.shape[1]);
-        let mut indptr = vec![0usize; m + 1];
+        let mut indptr = m
+            .checked_add(1)
+            .and_then(|len| filled(len, 0usize))
+            .ok_or_else(|| BindError::TooLarge {
+                buffer: conv.buffer.clone(),
+            })?;
         for &r in &coo.coords[0] {
             if r >= m {
                 return Err(BindError::CoordRange {

@@ -316,7 +316,7 @@ enum CliError {
     Tune(#[from] lacuna::tune::TuneCliError),
     #[error("{flag} expects NAME=VALUE, got `{arg}`")]
     BadPair { flag: &'static str, arg: String },
-    #[error("the requested shape has too many elements")]
+    #[error("the requested shape has too many elements for this machine")]
     TooLarge,
     #[error("--threads expects a positive number of worker threads")]
     BadThreads,
@@ -510,7 +510,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 .try_fold(1usize, |a, &b| a.checked_mul(b))
                 .ok_or(CliError::TooLarge)?;
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let data: Vec<f64> = (0..len).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let mut data: Vec<f64> = Vec::new();
+            data.try_reserve_exact(len)
+                .map_err(|_| CliError::TooLarge)?;
+            data.extend((0..len).map(|_| rng.random_range(-1.0..1.0)));
             let arr = lacuna::ir::DenseArray {
                 shape: shape.clone(),
                 data: lacuna::ir::ArrayData::F64(data),

@@ -69,10 +69,22 @@ const SEED: u64 = 5;
 fn reference(a: &CooTensor) -> [(&'static str, f64); 3] {
     let v = a.values.to_f64_vec();
     let entries = || (0..a.nnz()).map(|e| (a.coords[0][e], a.coords[1][e], v[e]));
-    let x = random_dense(&[COLS], SEED + 1).data.to_f64_vec();
-    let b = random_dense(&[COLS, K], SEED + 1).data.to_f64_vec();
-    let xs = random_dense(&[ROWS, K], SEED + 1).data.to_f64_vec();
-    let w = random_dense(&[COLS, K], SEED + 2).data.to_f64_vec();
+    let x = random_dense(&[COLS], SEED + 1)
+        .expect("small")
+        .data
+        .to_f64_vec();
+    let b = random_dense(&[COLS, K], SEED + 1)
+        .expect("small")
+        .data
+        .to_f64_vec();
+    let xs = random_dense(&[ROWS, K], SEED + 1)
+        .expect("small")
+        .data
+        .to_f64_vec();
+    let w = random_dense(&[COLS, K], SEED + 2)
+        .expect("small")
+        .data
+        .to_f64_vec();
     let spmv: f64 = entries().map(|(_, j, a)| a * x[j]).sum();
     let spmm: f64 = entries()
         .map(|(_, j, a)| (0..K).map(|k| a * b[j * K + k]).sum::<f64>())

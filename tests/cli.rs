@@ -489,3 +489,85 @@ fn real_matrices_in_shared_when_present() {
     );
     assert!(n > 0);
 }
+
+/// Inputs found by fuzzing the CLI (session 19) that crashed, hung or gave wrong results: each
+/// is now a clean error naming what is wrong.
+#[test]
+fn fuzzed_inputs_are_clean_errors() {
+    let t = TempDir::new("fuzzed");
+    let schedule = |name: &str, trace: &str| {
+        t.file(
+            name,
+            &format!("(version: 1, kernel: \"spmv\", trace: [{trace}])"),
+        )
+    };
+    // An empty reorder panicked; split factors past i64 wrapped to -1 (silently wrong); a
+    // 100,000-iteration unroll hung code generation.
+    let cases = [
+        ("reorder.ron", "Reorder(loops: [])", "at least one loop"),
+        (
+            "split.ron",
+            "Split(loop: \"spmv:j\", factors: [None, 18446744073709551615])",
+            "at most 2147483647",
+        ),
+        (
+            "split2.ron",
+            "Split(loop: \"spmv:j\", factors: [None, 65536, 65536])",
+            "at most 2147483647",
+        ),
+        (
+            "unroll.ron",
+            "Split(loop: \"spmv:j\", factors: [None, 100000]), Unroll(loop: \"j.1\")",
+            "at most 1024",
+        ),
+    ];
+    for (file, trace, want) in cases {
+        let s = schedule(file, trace);
+        let err = fails(&[
+            "lower",
+            "examples/spmv.ron",
+            "--schedule",
+            s.to_str().unwrap(),
+        ]);
+        assert!(err.contains(want), "{trace}: {err}");
+    }
+    // 5,000 nested parentheses overflowed the stack.
+    let text = std::fs::read_to_string(repo().join("examples/spmv.ron")).expect("example");
+    let deep = format!("{}y[i]{}", "(".repeat(5000), ")".repeat(5000));
+    let k = t.file(
+        "deep.ron",
+        &text.replace("y[i] + A[i, j] * x[j]", &format!("{deep} + A[i, j] * x[j]")),
+    );
+    let err = fails(&["lower", k.to_str().unwrap()]);
+    assert!(err.contains("more than 1024 tokens"), "{err}");
+    // A declared 10^12 rows aborted on allocation in `info` and in the statistics of `run`.
+    let huge = t.file(
+        "huge.mtx",
+        "%%MatrixMarket matrix coordinate real general\n1000000000000 1000000000000 1\n1 1 1\n",
+    );
+    let err = fails(&["info", huge.to_str().unwrap()]);
+    assert!(err.contains("too large"), "{err}");
+    let x = t.file(
+        "x.mtx",
+        "%%MatrixMarket matrix array real general\n3 1\n1\n2\n3\n",
+    );
+    let a = format!("A={}", huge.display());
+    let x = format!("x={}", x.display());
+    fails(&["run", "examples/spmv.ron", "--input", &a, "--input", &x]);
+    // A generated width of 10^11 aborted too.
+    let m = t.file(
+        "m.mtx",
+        "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n",
+    );
+    let err = fails(&[
+        "bench",
+        m.to_str().unwrap(),
+        "--kernels",
+        "spmm",
+        "--k",
+        "100000000000",
+        "--repeat",
+        "1",
+    ]);
+    assert!(err.contains("too large"), "{err}");
+}

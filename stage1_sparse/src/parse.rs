@@ -135,9 +135,21 @@ fn lex(text: &str) -> Result<Vec<(Tok, usize)>, ParseError> {
             return Err(err(start, format!("unexpected character `{ch}`")));
         }
     }
+    if out.len() > MAX_TOKENS {
+        return Err(err(
+            out[MAX_TOKENS].1,
+            format!(
+                "an expression of more than {MAX_TOKENS} tokens (split it into several stores): the parser and the passes after it recurse once per nesting level"
+            ),
+        ));
+    }
     out.push((Tok::End, text.len()));
     Ok(out)
 }
+
+/// The most tokens one statement or expression may hold. It bounds the depth of its tree, which
+/// the parser and the passes after it walk recursively (5,000 levels overflowed the stack).
+pub const MAX_TOKENS: usize = 1024;
 
 fn err(offset: usize, message: String) -> ParseError {
     ParseError { offset, message }

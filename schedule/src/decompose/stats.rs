@@ -139,13 +139,23 @@ pub fn diagonals(
     n_cols: usize,
     entries: impl IntoIterator<Item = (usize, usize)>,
 ) -> Vec<i64> {
-    // Entry `k` of `seen` is diagonal `k - (n_rows - 1)`.
+    let entries = entries
+        .into_iter()
+        .filter(|&(row, col)| row < n_rows && col < n_cols);
+    // Entry `k` of `seen` is diagonal `k - (n_rows - 1)`: a bitmap over every diagonal where
+    // that is small, else the entries' diagonals sorted (a declared shape far beyond the
+    // entries, which must not abort).
     let shift = n_rows.saturating_sub(1);
-    let mut seen = vec![false; (n_rows + n_cols).saturating_sub(1)];
+    let len = n_rows.saturating_add(n_cols).saturating_sub(1);
+    if len > DIAGONAL_BITMAP_MAX {
+        let mut offsets: Vec<i64> = entries.map(|(row, col)| col as i64 - row as i64).collect();
+        offsets.sort_unstable();
+        offsets.dedup();
+        return offsets;
+    }
+    let mut seen = vec![false; len];
     for (row, col) in entries {
-        if row < n_rows && col < n_cols {
-            seen[col + shift - row] = true;
-        }
+        seen[col + shift - row] = true;
     }
     seen.iter()
         .enumerate()
@@ -153,6 +163,9 @@ pub fn diagonals(
         .map(|(k, _)| k as i64 - shift as i64)
         .collect()
 }
+
+/// The most diagonals [`diagonals`] keeps a bitmap of (256 MB).
+const DIAGONAL_BITMAP_MAX: usize = 1 << 28;
 
 /// Columns per part when `n_cols` columns are cut into `parts` parts (at least 1).
 pub(crate) fn part_width(n_cols: usize, parts: u32) -> usize {

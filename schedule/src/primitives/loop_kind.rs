@@ -400,10 +400,28 @@ fn warp_reduction(s: &Stmt) -> Option<(i64, String, Vec<Expr>)> {
         .then(|| (w, buffer.clone(), indices.clone()))
 }
 
-/// `unroll(loop)`: always legal.
+/// `unroll(loop)`: legal on any loop; one of constant extent has at most [`MAX_UNROLL`]
+/// iterations.
 pub fn unroll(body: Vec<Stmt>, name: &str) -> Result<Vec<Stmt>, Condition> {
+    let index = find(&body, name)?;
+    if let Some(Stmt::For { start, end, .. }) = get(&body, index) {
+        let extent = lacuna_stage2::passes::simplify::expr(Expr::sub(end.clone(), start.clone()));
+        if let Expr::Int(n, _) = extent {
+            if n > MAX_UNROLL {
+                return Err(Condition::BadArgument {
+                    what: format!(
+                        "unroll of `{name}`: {n} iterations, at most {MAX_UNROLL} (split it first)"
+                    ),
+                });
+            }
+        }
+    }
     set_kind(body, name, ForKind::Unrolled, false, false)
 }
+
+/// The most iterations a loop of constant extent may be unrolled into: code generation grows
+/// with the copies (100,000 took minutes).
+pub const MAX_UNROLL: i64 = 1024;
 
 /// True when `e` has no division, search or conditional: an affine-like combination, one-to-one
 /// in each variable it reads when the others are fixed.

@@ -18,10 +18,15 @@ fn ceil_div(a: Expr, b: Expr) -> Expr {
     )
 }
 
+/// The largest product of split factors (`2^31 - 1`): with bounds computed in i64, no product
+/// of a factor and a loop variable overflows.
+pub const MAX_SPLIT_FACTOR: u64 = i32::MAX as u64;
+
 /// `split(loop, factors)`: `for v in s..e` becomes `for v.0 .. for v.1 ..` with
 /// `v = s + (v.0 * f1 + v.1)`, guarded by `v < e` for a tail that does not divide evenly.
 ///
 /// Requires: at most one factor is `None` (inferred as the ceiling quotient); no factor is 0;
+/// the product of the given factors at most [`MAX_SPLIT_FACTOR`];
 /// at least two factors.
 pub fn split(body: Vec<Stmt>, name: &str, factors: &[Option<u64>]) -> Result<Vec<Stmt>, Condition> {
     if factors.len() < 2 {
@@ -37,6 +42,20 @@ pub fn split(body: Vec<Stmt>, name: &str, factors: &[Option<u64>]) -> Result<Vec
     if factors.contains(&Some(0)) {
         return Err(Condition::BadArgument {
             what: "a factor of 0".into(),
+        });
+    }
+    // Loop bounds are i64: the factors, and their product (the inferred factor's divisor),
+    // must fit in 32 bits so that no bound arithmetic overflows.
+    let product = factors
+        .iter()
+        .flatten()
+        .try_fold(1u64, |acc, &f| acc.checked_mul(f))
+        .filter(|&p| p <= MAX_SPLIT_FACTOR);
+    if product.is_none() {
+        return Err(Condition::BadArgument {
+            what: format!(
+                "split factors {factors:?}: their product must be at most {MAX_SPLIT_FACTOR}"
+            ),
         });
     }
     let index = find(&body, name)?;
@@ -193,6 +212,11 @@ pub fn fuse(body: Vec<Stmt>, outer: &str, inner: &str) -> Result<Vec<Stmt>, Cond
 /// form one chain (each the only statement of the previous), and no loop's bounds use the
 /// variable of a loop that the new order places inside it.
 pub fn reorder(body: Vec<Stmt>, names: &[String]) -> Result<Vec<Stmt>, Condition> {
+    if names.is_empty() {
+        return Err(Condition::BadArgument {
+            what: "reorder needs at least one loop".into(),
+        });
+    }
     let indices: Vec<usize> = names
         .iter()
         .map(|n| find(&body, n))
