@@ -504,20 +504,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             println!("{}", lacuna::driver::info(&input)?);
         }
         Command::GenDense { shape, seed, out } => {
-            use rand::{Rng, SeedableRng};
-            let len = shape
-                .iter()
-                .try_fold(1usize, |a, &b| a.checked_mul(b))
-                .ok_or(CliError::TooLarge)?;
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-            let mut data: Vec<f64> = Vec::new();
-            data.try_reserve_exact(len)
-                .map_err(|_| CliError::TooLarge)?;
-            data.extend((0..len).map(|_| rng.random_range(-1.0..1.0)));
-            let arr = lacuna::ir::DenseArray {
-                shape: shape.clone(),
-                data: lacuna::ir::ArrayData::F64(data),
-            };
+            let arr = lacuna::bench::random_dense(&shape, seed).ok_or(CliError::TooLarge)?;
             lacuna::ir::io::write_npy(&out, &arr).map_err(DriverError::from)?;
             println!("{}", json!({ "shape": shape, "seed": seed, "out": out }));
         }

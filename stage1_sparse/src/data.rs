@@ -387,7 +387,8 @@ pub fn dense_nonzeros(buffer: &str, d: &DenseArray) -> Result<CooTensor, BindErr
     Ok(dense_to_coo(d))
 }
 
-fn check_dense_len(buffer: &str, d: &DenseArray) -> Result<(), BindError> {
+/// Checks that a dense input to buffer `buffer` holds exactly as many values as its shape.
+pub fn check_dense_len(buffer: &str, d: &DenseArray) -> Result<(), BindError> {
     let expected = d
         .shape
         .iter()
@@ -438,16 +439,38 @@ fn dense_to_coo(d: &DenseArray) -> CooTensor {
     }
 }
 
-fn coo_to_dense(buffer: &str, c: &CooTensor) -> Result<DenseArray, BindError> {
+/// The entries of a coordinate input to buffer `buffer` as a dense array (duplicates summed in
+/// the values' type); an error for an entry outside the shape, coordinates or values fewer than
+/// the entries, or a shape this machine cannot hold.
+pub fn dense_of_coo(buffer: &str, c: &CooTensor) -> Result<DenseArray, BindError> {
+    let too_large = || BindError::TooLarge {
+        buffer: buffer.to_string(),
+    };
     let len = c
         .shape
         .iter()
         .try_fold(1usize, |a, &b| a.checked_mul(b))
-        .ok_or(BindError::TooLarge {
+        .ok_or_else(too_large)?;
+    let nnz = c.nnz();
+    if c.coords.len() < c.shape.len() {
+        return Err(BindError::Rank {
             buffer: buffer.to_string(),
-        })?;
-    let mut data = ArrayData::zeros(c.values.dtype(), len);
-    for e in 0..c.nnz() {
+            expected: c.shape.len(),
+            found: c.coords.len(),
+        });
+    }
+    for (dim, crd) in c.coords.iter().enumerate().take(c.shape.len()) {
+        if crd.len() < nnz {
+            return Err(BindError::Length {
+                buffer: buffer.to_string(),
+                array: format!("coordinates of dimension {dim}"),
+                expected: nnz,
+                found: crd.len(),
+            });
+        }
+    }
+    let mut data = ArrayData::try_zeros(c.values.dtype(), len).ok_or_else(too_large)?;
+    for e in 0..nnz {
         let mut off = 0usize;
         for (dim, &ext) in c.shape.iter().enumerate() {
             let x = c.coords[dim][e];
@@ -461,9 +484,9 @@ fn coo_to_dense(buffer: &str, c: &CooTensor) -> Result<DenseArray, BindError> {
             }
             off = off * ext + x;
         }
-        let prev = data.get(off).map_or(0.0, |s| s.as_f64());
-        let v = c.values.get(e).map_or(0.0, |s| s.as_f64());
-        data.set(off, Scalar::F64(prev + v));
+        if let (Some(old), Some(v)) = (data.get(off), c.values.get(e)) {
+            data.set(off, crate::interp::eval_binop(crate::BinOp::Add, old, v));
+        }
     }
     Ok(DenseArray {
         shape: c.shape.clone(),
@@ -717,7 +740,8 @@ pub fn bind_with(
             .any(|a| p.axis(a).is_some_and(|x| x.kind.parent().is_some()))
     });
     for buf in order {
-        if b.buffers.contains_key(&buf.name) && !inputs.contains_key(&buf.name) {
+        if b.buffers.contains_key(&buf.name) {
+            // Built by the conversion (an input may not replace it, see above).
             continue;
         }
         let input = inputs
@@ -777,7 +801,7 @@ pub fn bind_with(
         } else {
             let dense = match input {
                 Input::Dense(d) => d.clone(),
-                Input::Coo(c) => coo_to_dense(&buf.name, c)?,
+                Input::Coo(c) => dense_of_coo(&buf.name, c)?,
             };
             let mut vals = check_values(&buf.name, &dense.data, buf.dtype)?;
             if buf.extra_storage > 0 {

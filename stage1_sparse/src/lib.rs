@@ -22,8 +22,8 @@ mod verify;
 mod view;
 
 pub use data::{
-    axis_len, bind, bind_with, buffer_len, dense_nonzeros, for_each_stored, size_value, unpack,
-    validate, AxisData, BindError, Bindings, Input, Output,
+    axis_len, bind, bind_with, buffer_len, check_dense_len, dense_nonzeros, dense_of_coo,
+    for_each_stored, size_value, unpack, validate, AxisData, BindError, Bindings, Input, Output,
 };
 pub use interp::{eval_binop, eval_unop, interpret, InterpError};
 pub use ir::{

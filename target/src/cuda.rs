@@ -175,6 +175,9 @@ pub struct CudaKernel {
     /// One function per launch of the kernel, in order.
     functions: Vec<Ptr>,
     kernel: GpuKernel,
+    /// The structure arrays the kernel reads (`crate::check::accessed_buffers`): `run` refuses
+    /// to launch without them.
+    accessed: std::collections::BTreeSet<String>,
     /// The device's opt-in limit of shared memory per block, in bytes.
     max_shared: u64,
 }
@@ -255,6 +258,7 @@ impl CudaKernel {
             context: std::ptr::null_mut(),
             module: std::ptr::null_mut(),
             functions: vec![std::ptr::null_mut(); entries.len()],
+            accessed: crate::check::accessed_buffers(&kernel.func),
             kernel,
             max_shared: 0,
         };
@@ -349,7 +353,6 @@ impl CudaKernel {
         let api = &self.api;
         // As the JIT's `run`: every value buffer, and every structure array the code reads,
         // must be bound (`lacuna_stage1::validate` lets unbound ones through on that promise).
-        let accessed = crate::check::accessed_buffers(&self.kernel.func);
         for decl in &self.kernel.func.buffers {
             let bound = match &decl.kind {
                 BufferKind::Values(_) => b.buffers.contains_key(&decl.name),
@@ -364,7 +367,7 @@ impl CudaKernel {
                     buffer: decl.name.clone(),
                 },
                 BufferKind::Indptr(axis) | BufferKind::Indices(axis)
-                    if accessed.contains(&decl.name) =>
+                    if self.accessed.contains(&decl.name) =>
                 {
                     RuntimeError::MissingStructure {
                         buffer: decl.name.clone(),

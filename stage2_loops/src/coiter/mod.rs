@@ -270,17 +270,12 @@ impl CoKernel {
                     let dense = match input {
                         Input::Dense(d) => {
                             // The kernel indexes it by the extents, unchecked.
-                            let want = d.shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
-                            if want != Some(d.data.len()) {
-                                return Err(bad(format!(
-                                    "{} values for shape {:?}",
-                                    d.data.len(),
-                                    d.shape
-                                )));
-                            }
+                            lacuna_stage1::check_dense_len(&tensor.name, d)
+                                .map_err(|e| bad(e.to_string()))?;
                             d.clone()
                         }
-                        Input::Coo(c) => coo_to_dense(c).map_err(bad)?,
+                        Input::Coo(c) => lacuna_stage1::dense_of_coo(&tensor.name, c)
+                            .map_err(|e| bad(e.to_string()))?,
                     };
                     let data = checked_cast(&dense.data, tensor.dtype).map_err(bad)?;
                     b.buffers.insert(tensor.name.clone(), data);
@@ -1098,40 +1093,6 @@ fn index_values(values: Vec<u64>, dtype: DType) -> Result<ArrayData, String> {
     }
 }
 
-fn coo_to_dense(c: &CooTensor) -> Result<DenseArray, String> {
-    let too_large = || "too large".to_string();
-    let len = c
-        .shape
-        .iter()
-        .try_fold(1usize, |a, &b| a.checked_mul(b))
-        .ok_or_else(too_large)?;
-    let mut data = ArrayData::try_zeros(c.values.dtype(), len).ok_or_else(too_large)?;
-    for e in 0..c.nnz() {
-        let mut off = 0usize;
-        for (d, &ext) in c.shape.iter().enumerate() {
-            let x = c
-                .coords
-                .get(d)
-                .and_then(|crd| crd.get(e).copied())
-                .ok_or_else(|| format!("entry {e} has no coordinate in dimension {d}"))?;
-            if x >= ext {
-                return Err(format!(
-                    "entry {e}: coordinate {x} of dimension {d} is outside 0..{ext}"
-                ));
-            }
-            off = off * ext + x;
-        }
-        let missing = || format!("entry {e} has no value");
-        let v = c.values.get(e).ok_or_else(missing)?;
-        let old = data.get(off).ok_or_else(missing)?;
-        data.set(off, eval_binop(lacuna_stage1::BinOp::Add, old, v));
-    }
-    Ok(DenseArray {
-        shape: c.shape.clone(),
-        data,
-    })
-}
-
 /// Stored entries of an operand, by dimension coordinates.
 enum Operand {
     Sparse(HashMap<Vec<usize>, Scalar>),
@@ -1188,9 +1149,11 @@ fn reference(
             }
             (None, Input::Dense(d)) => Operand::Dense(d.data.clone(), d.shape.clone()),
             (None, Input::Coo(c)) => {
-                let d = coo_to_dense(c).map_err(|what| CoiterError::Input {
-                    buffer: tensor.name.clone(),
-                    what,
+                let d = lacuna_stage1::dense_of_coo(&tensor.name, c).map_err(|e| {
+                    CoiterError::Input {
+                        buffer: tensor.name.clone(),
+                        what: e.to_string(),
+                    }
                 })?;
                 Operand::Dense(d.data, d.shape)
             }
