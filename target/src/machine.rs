@@ -59,15 +59,30 @@ pub fn host_prefetches_rows() -> bool {
 }
 
 /// Whether the host gathers 8 f64 lanes from scattered addresses cheaply enough for sparse rows
-/// to run across vector lanes (sliced ELL, one row per lane): AVX-512 on AMD Zen 4 and 5 (LLVM's
-/// `znver4`, `znver5`), where `lacuna bench` measured SpMV on `(sell 8 1024)` 0.57–0.72 of the
-/// row-by-row schedule's time on road networks, citation and social graphs (session 14). Not
-/// measured on Intel cores, whose gathers are microcoded and slowed by the Gather Data Sampling
-/// mitigation. Read once.
+/// to run across vector lanes (sliced ELL, one row per lane):
+/// - AVX-512 on AMD Zen 4 and 5 (LLVM's `znver4`, `znver5`), where `lacuna bench` measured SpMV
+///   on `(sell 8 1024)` 0.57–0.72 of the row-by-row schedule's time on road networks, citation
+///   and social graphs (session 14);
+/// - Intel's server cores with AMX (Sapphire Rapids and later: the `amx-tile` feature), whose
+///   gathers run at full speed (they are not affected by Gather Data Sampling, whose microcode
+///   mitigation slows the gathers of earlier Intel cores). Measured on one of them in session 20
+///   (a 2-vCPU guest reporting model 167, which LLVM names `rocketlake`; AMX, 2 MiB L2 per
+///   core), `lacuna bench`, min of 100 in each of two runs, `examples/schedules/spmv_sell.ron`
+///   over the row-by-row built-in schedule, one / two threads: de2010 0.54 / 0.70, vt2010
+///   0.58 / 0.72, citeseer_features 0.63 / 0.88, ct2010 0.69 / 0.87, cit-HepPh 0.70 / 0.77,
+///   email-Enron 0.75 / 0.93, soc-Slashdot0902 0.82 / 0.97, cage10 0.84 / 0.96, ego-Facebook
+///   0.84 / 0.87, EX5 1.03 / 0.79, bcsstk16 1.00 / 0.95, cage11 1.00 / 1.06, and wing (uniform
+///   rows, which `lacuna::driver::sliced_rows` keeps row by row) 1.03 / 1.06.
+///
+/// Not measured on other Intel cores. Read once.
 pub fn host_gathers_rows() -> bool {
     static GATHERS: OnceLock<bool> = OnceLock::new();
     *GATHERS.get_or_init(|| {
-        host_has_vector_masks() && gathers_rows(&TargetMachine::get_host_cpu_name().to_string())
+        host_has_vector_masks()
+            && gathers_rows(
+                &TargetMachine::get_host_cpu_name().to_string(),
+                &TargetMachine::get_host_cpu_features().to_string_lossy(),
+            )
     })
 }
 
@@ -103,9 +118,9 @@ fn assembles_gathers(cpu: &str) -> bool {
     cpu.starts_with("znver4") || cpu.starts_with("znver5")
 }
 
-/// [`host_gathers_rows`] for an LLVM CPU name (assuming AVX-512).
-fn gathers_rows(cpu: &str) -> bool {
-    cpu.starts_with("znver4") || cpu.starts_with("znver5")
+/// [`host_gathers_rows`] for an LLVM CPU name and feature string (assuming AVX-512).
+fn gathers_rows(cpu: &str, features: &str) -> bool {
+    cpu.starts_with("znver4") || cpu.starts_with("znver5") || has_feature(features, "+amx-tile")
 }
 
 /// [`host_prefetches_rows`] for an LLVM CPU name.
@@ -120,7 +135,12 @@ fn masks_long_rows(cpu: &str) -> bool {
 
 /// Whether an LLVM feature string (`+sse2,+avx512f,...`) enables AVX-512F.
 fn has_avx512f(features: &str) -> bool {
-    features.split(',').any(|f| f == "+avx512f")
+    has_feature(features, "+avx512f")
+}
+
+/// Whether an LLVM feature string holds `feature` (`+name`: enabled) exactly.
+fn has_feature(features: &str, feature: &str) -> bool {
+    features.split(',').any(|f| f == feature)
 }
 
 /// The LLVM optimization level for `opts.opt_level` (0 to 3).
@@ -249,14 +269,20 @@ mod tests {
         assert!(!assembles_gathers("skylake-avx512"));
     }
 
-    /// Rows across vector lanes only on the cores where they were measured to win.
+    /// Rows across vector lanes only on the cores where they were measured to win: Zen 4 and 5
+    /// by name, Intel's AMX cores by feature (a guest may report another model's name).
     #[test]
-    fn zen4_and_zen5_gather_rows() {
-        assert!(gathers_rows("znver4"));
-        assert!(gathers_rows("znver5"));
-        assert!(!gathers_rows("znver3"));
-        assert!(!gathers_rows("sapphirerapids"));
-        assert!(!gathers_rows("skylake-avx512"));
+    fn zen4_zen5_and_amx_cores_gather_rows() {
+        let avx512 = "+avx2,+avx512f,+avx512vl";
+        let amx = "+avx2,+avx512f,+amx-bf16,+amx-int8,+amx-tile";
+        assert!(gathers_rows("znver4", avx512));
+        assert!(gathers_rows("znver5", avx512));
+        assert!(!gathers_rows("znver3", "+avx2"));
+        assert!(!gathers_rows("skylake-avx512", avx512));
+        assert!(!gathers_rows("icelake-server", avx512));
+        assert!(gathers_rows("sapphirerapids", amx));
+        assert!(gathers_rows("rocketlake", amx));
+        assert!(!gathers_rows("sapphirerapids", "+avx512f,-amx-tile,+amx-tilex"));
     }
 
     /// Zen 5 prefetches gathered rows itself; older and other cores are left to software.
