@@ -174,6 +174,36 @@ pub enum DriverError {
         /// The kernel.
         kernel: String,
     },
+    /// A parameter value (`--param`) names no parameter of the kernel.
+    #[error(
+        "--param {name}: kernel `{kernel}` has no parameter `{name}` (its parameters: {known})"
+    )]
+    UnknownParam {
+        /// The name.
+        name: String,
+        /// The kernel.
+        kernel: String,
+        /// The kernel's parameters, comma-separated (`none` without any).
+        known: String,
+    },
+}
+
+/// Refuses a parameter value that names no parameter of `p`, the kernel as written (a schedule
+/// may specialize a parameter away, or a format decomposition add its own, whose values come
+/// from the data): a misspelt `--param` would otherwise go unnoticed.
+pub fn check_params(p: &Program, params: &BTreeMap<String, i64>) -> Result<(), DriverError> {
+    match params.keys().find(|k| !p.params.contains(*k)) {
+        Some(name) => Err(DriverError::UnknownParam {
+            name: name.clone(),
+            kernel: p.name.clone(),
+            known: if p.params.is_empty() {
+                "none".into()
+            } else {
+                p.params.join(", ")
+            },
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Reads, parses and verifies a kernel file.
@@ -1001,6 +1031,9 @@ pub struct DataStats {
     /// Whether the host gathers scattered vector lanes cheaply enough for sparse rows to run
     /// across lanes ([`lacuna_target::host_gathers_rows`]; see [`SPMV_SELL_MAX_ROW`]).
     pub gathers_rows: bool,
+    /// Whether SpMM's register blocks keep a feature width of 32 whole, in one pass over the row
+    /// ([`lacuna_target::host_blocks_whole_width`]). A property of the host.
+    pub whole_width_blocks: bool,
     /// Distinct diagonals (`column - row`) holding an entry of the 2-D sparse input with the
     /// most entries: see [`diagonal_count`].
     pub diagonals: usize,
@@ -1118,6 +1151,7 @@ impl DataStats {
             masks_long_rows: lacuna_target::host_masks_long_rows(),
             hw_prefetches_rows: lacuna_target::host_prefetches_rows(),
             gathers_rows: lacuna_target::host_gathers_rows(),
+            whole_width_blocks: lacuna_target::host_blocks_whole_width(),
             ..DataStats::default()
         }
     }
@@ -1352,7 +1386,9 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
     let mut trace = Vec::new();
     if p.name == "spmm" && p.params.iter().any(|x| x == "feat") {
         let blocking = data.feat.and_then(|k| {
-            if k % 16 == 0 && (16..=64).contains(&k) {
+            if k == 32 && data.whole_width_blocks {
+                Some((k, 32, true))
+            } else if k % 16 == 0 && (16..=64).contains(&k) {
                 Some((k, 16, false))
             } else if k % 32 == 0 && (96..=512).contains(&k) {
                 let wide = data.vector_masks
@@ -1694,6 +1730,7 @@ pub fn run_kernel_scheduled(
     target: Target,
     repeat: usize,
 ) -> Result<RunReport, DriverError> {
+    check_params(p, params)?;
     if lacuna_stage2::coiter::is_coiteration(p) {
         if schedule.is_some() {
             return Err(DriverError::Coiter(

@@ -186,6 +186,10 @@ fn parse_params(args: &[String]) -> Result<BTreeMap<String, i64>, CliError> {
     Ok(out)
 }
 
+/// The most worker threads `--threads` (or `RAYON_NUM_THREADS`) may ask for: far above any
+/// machine's cores, far below what exhausts a process's threads and stacks.
+const MAX_THREADS: usize = 1024;
+
 /// The worker threads: `--threads`, else `RAYON_NUM_THREADS`, else every core; the global
 /// pool is built with that many.
 fn thread_count(threads: Option<usize>) -> Result<usize, CliError> {
@@ -198,6 +202,9 @@ fn thread_count(threads: Option<usize>) -> Result<usize, CliError> {
             .filter(|&n| n > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
+    if n > MAX_THREADS {
+        return Err(CliError::TooManyThreads { n });
+    }
     let _ = lacuna_target::pool_builder(n).build_global();
     Ok(n)
 }
@@ -266,8 +273,8 @@ enum Command {
         /// The tensor (.mtx, .tns or .npy).
         input: PathBuf,
     },
-    /// Write a dense array of uniform random values in [-1, 1) to a .npy file, reproducibly
-    /// from a seed.
+    /// Write a dense array of uniform random values in [-1, 1) to a .npy file (or .mtx, .tns),
+    /// reproducibly from a seed.
     GenDense {
         /// Extents, comma-separated (e.g. 1138,16).
         #[arg(long, value_delimiter = ',', required = true)]
@@ -275,7 +282,7 @@ enum Command {
         /// Random seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Output file (.npy).
+        /// Output file: .npy, or a Matrix Market array (.mtx) or FROSTT coordinates (.tns).
         #[arg(long)]
         out: PathBuf,
     },
@@ -320,6 +327,8 @@ enum CliError {
     TooLarge,
     #[error("--threads expects a positive number of worker threads")]
     BadThreads,
+    #[error("{n} worker threads (--threads or RAYON_NUM_THREADS) are more than the {MAX_THREADS} allowed")]
+    TooManyThreads { n: usize },
     #[error("kernel `{kernel}` co-iterates sparse operands; GPU code generation does not support co-iteration kernels")]
     CoiterPtx { kernel: String },
     #[error("--param {name}: `{value}` is not an integer")]
@@ -387,15 +396,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 let (name, file) = pair("--input", arg)?;
                 input_data.insert(name, load_input(&PathBuf::from(file))?);
             }
-            let mut param_values = BTreeMap::new();
-            for arg in &params {
-                let (name, value) = pair("--param", arg)?;
-                let v = value.parse::<i64>().map_err(|_| CliError::BadParam {
-                    name: name.clone(),
-                    value: value.clone(),
-                })?;
-                param_values.insert(name, v);
-            }
+            let param_values = parse_params(&params)?;
             let mut out_files = Vec::new();
             for arg in &outs {
                 let (name, file) = pair("--out", arg)?;
@@ -505,7 +506,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::GenDense { shape, seed, out } => {
             let arr = lacuna::bench::random_dense(&shape, seed).ok_or(CliError::TooLarge)?;
-            lacuna::ir::io::write_npy(&out, &arr).map_err(DriverError::from)?;
+            write_output("gen-dense", &Output::Dense(arr), &out)?;
             println!("{}", json!({ "shape": shape, "seed": seed, "out": out }));
         }
         Command::Bench(args) => lacuna::bench::main(&args)?,

@@ -645,6 +645,7 @@ pub fn prepare(
     threads: usize,
     opts: &TemplateOptions,
 ) -> Result<(Task, KernelTemplate, Vec<Instruction>), DriverError> {
+    crate::driver::check_params(p, params)?;
     if lacuna_stage2::coiter::is_coiteration(p) {
         return Err(DriverError::Coiter(
             lacuna_stage2::coiter::CoiterError::Unsupported {

@@ -571,3 +571,89 @@ fn fuzzed_inputs_are_clean_errors() {
     ]);
     assert!(err.contains("too large"), "{err}");
 }
+
+/// Arguments that used to be taken silently or tried literally: a `--param` naming no
+/// parameter of the kernel (ignored), a million worker threads (a pool of a million), and
+/// `gen-dense --out` with another extension than .npy (NumPy bytes under a `.mtx` name).
+#[test]
+fn misnamed_params_huge_pools_and_output_extensions_are_handled() {
+    let t = TempDir::new("args");
+    let err = fails(&[
+        "run",
+        "examples/spmv.ron",
+        "--input",
+        "A=tests/data/1138_bus.mtx",
+        "--param",
+        "nn=1138",
+    ]);
+    assert!(
+        err.contains("has no parameter `nn`") && err.contains("m, n, nnz"),
+        "{err}"
+    );
+    let err = fails(&[
+        "run",
+        "examples/spmv.ron",
+        "--input",
+        "A=tests/data/1138_bus.mtx",
+        "--threads",
+        "1000000",
+    ]);
+    assert!(err.contains("more than the 1024 allowed"), "{err}");
+    // A declared parameter is still taken (and checked against the data).
+    let x = t.0.join("x.npy");
+    write_npy(
+        &x,
+        &DenseArray {
+            shape: vec![1138],
+            data: ArrayData::F64(vec![1.0; 1138]),
+        },
+    )
+    .expect("x");
+    let err = fails(&[
+        "run",
+        "examples/spmv.ron",
+        "--input",
+        "A=tests/data/1138_bus.mtx",
+        "--input",
+        &format!("x={}", x.display()),
+        "--param",
+        "m=7",
+    ]);
+    assert!(err.contains("shape mismatch: size `m` is 7"), "{err}");
+    // gen-dense writes the format its extension names, or refuses it.
+    let mtx = t.0.join("g.mtx");
+    let out = bin()
+        .current_dir(repo())
+        .args(["gen-dense", "--shape", "3,2", "--seed", "5", "--out"])
+        .arg(&mtx)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let npy = t.0.join("g.npy");
+    let out = bin()
+        .current_dir(repo())
+        .args(["gen-dense", "--shape", "3,2", "--seed", "5", "--out"])
+        .arg(&npy)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let from_npy = read_npy(&npy).expect("npy");
+    match read_mtx(&mtx).expect("a Matrix Market array") {
+        MtxData::Dense(d) => assert_eq!(d, from_npy),
+        other => panic!("expected a dense array, got {other:?}"),
+    }
+    let txt = t.0.join("g.txt");
+    let err = fails(&[
+        "gen-dense",
+        "--shape",
+        "3,2",
+        "--out",
+        txt.to_str().unwrap(),
+    ]);
+    assert!(err.contains("unknown extension"), "{err}");
+    assert!(!txt.exists(), "nothing written");
+}

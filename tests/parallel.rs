@@ -192,6 +192,7 @@ fn built_in_schedules_keep_results() {
     assert!((e.len() as f64) < lacuna::driver::SPMV_VECTOR_MIN_ROW * m as f64);
     let a = Input::Coo(coo(m, n, &e));
     let masks = lacuna::target::host_has_vector_masks();
+    let whole = lacuna::target::host_blocks_whole_width();
     // Long rows (33..=80 entries, 56 on average, one empty row): SpMV's rows become vector lanes.
     let (lm, ln) = (700, 1500);
     let mut long = Vec::new();
@@ -249,8 +250,9 @@ fn built_in_schedules_keep_results() {
                 ("A".to_string(), a.clone()),
                 ("B".to_string(), dense(vec![n, 32], 6)),
             ]),
-            true,
-            false,
+            // k = 32 whole, as vector lanes, on hosts that block the whole width.
+            !whole,
+            whole,
         ),
         (
             "spmm",
@@ -372,7 +374,8 @@ fn builtin_spmm_prefetches_gathers_only_beyond_the_cache() {
 
 /// SpMM's built-in schedule splits k = 128 .. 512 by 64 exactly on AVX-512 hosts, for widths
 /// that are multiples of 64 and rows of `SPMM_WIDE_CHUNK_ROWS` entries on average; by 32
-/// otherwise; the schedule replays.
+/// otherwise; k = 32 by 32 (whole) on hosts that block the whole width, by 16 elsewhere; the
+/// schedule replays.
 #[test]
 fn builtin_spmm_splits_wide_features_by_64_on_avx512_mid_rows() {
     use lacuna::driver::{builtin_schedule, DataStats, SPMM_WIDE_CHUNK_ROWS as R};
@@ -397,22 +400,82 @@ fn builtin_spmm_splits_wide_features_by_64_on_avx512_mid_rows() {
         (128, 5.0, true, 32),
         (128, R.end + 9.0, true, 32),
         (32, 12.0, true, 16),
+        (64, 12.0, true, 16),
     ] {
-        let stats = DataStats {
-            nnz: 1_000_000,
-            rows: rows_for(mean),
-            feat: Some(k),
-            vector_masks: masks,
-            ..Default::default()
-        };
-        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
-        assert_eq!(
-            chunk(&s),
-            Some(want),
-            "k {k}, {mean} per row, masks {masks}: {:?}",
-            s.trace
-        );
-        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+        for whole in [false, true] {
+            let want = if k == 32 && whole { 32 } else { want };
+            let stats = DataStats {
+                nnz: 1_000_000,
+                rows: rows_for(mean),
+                feat: Some(k),
+                vector_masks: masks,
+                whole_width_blocks: whole,
+                ..Default::default()
+            };
+            let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+            assert_eq!(
+                chunk(&s),
+                Some(want),
+                "k {k}, {mean} per row, masks {masks}, whole {whole}: {:?}",
+                s.trace
+            );
+            lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+        }
+    }
+}
+
+/// The whole-width k = 32 blocks give the interpreter's results on every host, whichever this
+/// host's built-in schedule uses, with rows in parallel on 1 to 4 threads.
+#[test]
+fn whole_width_spmm_blocks_keep_results() {
+    use lacuna::driver::{builtin_schedule, run_kernel, run_kernel_scheduled, DataStats};
+    let (m, n) = (3000, 1700);
+    let mut e = Vec::new();
+    for i in 0..m {
+        // One long row, empty rows, and rows of 1..=12 entries.
+        let len = if i == 17 { 900 } else { i % 13 };
+        for t in 0..len {
+            e.push((
+                i,
+                (i * 7 + t * 131) % n,
+                ((i + 3 * t) % 17) as f64 / 5.0 - 1.6,
+            ));
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    e.dedup_by_key(|x| (x.0, x.1));
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &e))),
+        ("B".to_string(), dense(vec![n, 32], 21)),
+    ]);
+    let p = example("spmm");
+    let stats = DataStats {
+        whole_width_blocks: true,
+        ..DataStats::of(&inputs)
+    };
+    let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+    assert!(
+        s.trace.iter().any(|t| matches!(t,
+            lacuna::schedule::Instruction::Split { factors, .. } if factors.last() == Some(&Some(32)))),
+        "{:?}",
+        s.trace
+    );
+    let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+    let want = want.outputs["C"].values().to_f64_vec();
+    for threads in 1..=4 {
+        let pool = lacuna::target::pool_builder(threads).build().expect("pool");
+        let got = pool.install(|| {
+            run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
+                .expect("runs")
+        });
+        let got = got.outputs["C"].values().to_f64_vec();
+        assert_eq!(got.len(), want.len());
+        for (x, y) in got.iter().zip(&want) {
+            assert!(
+                (x - y).abs() <= 1e-12 * y.abs().max(1.0),
+                "{threads} threads: {x} vs {y}"
+            );
+        }
     }
 }
 
@@ -614,6 +677,10 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
     assert_eq!(
         stats.hw_prefetches_rows,
         lacuna::target::host_prefetches_rows()
+    );
+    assert_eq!(
+        stats.whole_width_blocks,
+        lacuna::target::host_blocks_whole_width()
     );
     let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
     let want = want.outputs["y"].values().to_f64_vec();

@@ -117,9 +117,9 @@ pub fn driver_error(e: &DriverError) -> PyErr {
         DriverError::ScheduleSyntax { .. }
         | DriverError::ScheduleKernel { .. }
         | DriverError::Schedule(_) => ScheduleError::new_err(msg),
-        DriverError::UnknownOutput { .. } | DriverError::OtherProgram { .. } => {
-            BindError::new_err(msg)
-        }
+        DriverError::UnknownOutput { .. }
+        | DriverError::UnknownParam { .. }
+        | DriverError::OtherProgram { .. } => BindError::new_err(msg),
     }
 }
 

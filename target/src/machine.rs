@@ -86,6 +86,25 @@ pub fn host_gathers_rows() -> bool {
     })
 }
 
+/// Whether SpMM's register blocks keep a feature width of 32 f64 whole (four AVX-512 registers
+/// of accumulators, one pass over the row) rather than two passes of 16 (see
+/// `lacuna::driver::builtin_schedule`): on Intel's AMX server cores (the `amx-tile` feature, as
+/// for [`host_gathers_rows`]). Measured in session 20 on the host described there, `lacuna
+/// bench` at k = 32, min of 20 in each of two runs, split by 32 with vector lanes over split
+/// by 16 unrolled, one / two threads, on the thirteen shared matrices above 100K entries:
+/// geometric mean 0.93 / 0.89, from bcsstk16 0.72 / 0.67 and ego-Facebook 0.78 / 0.81 to
+/// de2010 1.01 / 0.97 and vt2010 1.01 / 0.91. Zen 5 keeps 16 (session 13). Read once.
+pub fn host_blocks_whole_width() -> bool {
+    static WHOLE: OnceLock<bool> = OnceLock::new();
+    *WHOLE.get_or_init(|| {
+        host_has_vector_masks()
+            && has_feature(
+                &TargetMachine::get_host_cpu_features().to_string_lossy(),
+                "+amx-tile",
+            )
+    })
+}
+
 /// Whether the loops annotated `scalar_gathers` assemble their gathers of 8-byte elements from
 /// scalar loads rather than gather instructions (see `gather.rs`): on AMD Zen 5 (LLVM's
 /// `znver5`), where an element costs 0.17 ns that way against 0.23 with `vgatherdpd` (`x` in
@@ -282,7 +301,10 @@ mod tests {
         assert!(!gathers_rows("icelake-server", avx512));
         assert!(gathers_rows("sapphirerapids", amx));
         assert!(gathers_rows("rocketlake", amx));
-        assert!(!gathers_rows("sapphirerapids", "+avx512f,-amx-tile,+amx-tilex"));
+        assert!(!gathers_rows(
+            "sapphirerapids",
+            "+avx512f,-amx-tile,+amx-tilex"
+        ));
     }
 
     /// Zen 5 prefetches gathered rows itself; older and other cores are left to software.
