@@ -1238,18 +1238,30 @@ pub const SPMM_WIDE_CHUNK_ROWS: std::ops::Range<f64> = 8.0..50.0;
 /// better than 8 on cit-HepPh).
 pub const SPMM_PREFETCH_DISTANCE: i64 = 8;
 
-/// Feature widths from which SDDMM's built-in schedule specializes the width and prefetches
-/// the rows of `W` it gathers [`SDDMM_PREFETCH_DISTANCE`] entries ahead, up to
-/// [`SDDMM_PREFETCH_MAX_FEAT`]. `lacuna bench`, one thread, side by side with the vector lanes
-/// alone (session 12, Xeon with AVX-512; ms): k = 64 cage10 1.25 → 0.98, email-Enron 5.87 →
-/// 4.29, bcsstk16 1.64 → 1.40; k = 128 cage11 14.2 → 12.4, email-Enron 13.9 → 11.3, ct2010
-/// 21.5 → 19.2, wing 18.6 → 16.2, bcsstk16 3.17 → 2.67; k = 256 cage10 6.7 → 6.2,
-/// email-Enron 30.9 → 26.7, bcsstk16 6.4 → 5.5. At k = 32 the specialized width is twice as
-/// slow (cage11 3.2 → 6.0 ms), prefetching or not, so it stays generic there.
-pub const SDDMM_PREFETCH_MIN_FEAT: usize = 64;
+/// Feature widths from which SDDMM's built-in schedule specializes the width (up to
+/// [`SDDMM_SPECIALIZE_MAX_FEAT`]): the dot product over features becomes a constant number of
+/// vector steps, unrolled. `lacuna bench`, min of 10, specialized (with the prefetch below) over
+/// the generic width's vector lanes, geometric mean over the thirteen shared matrices, one /
+/// two threads (session 20, Intel AMX host): k = 16 0.43 / 0.42, k = 32 0.78 / 0.82. (Before
+/// session 20 a specialized k = 32 was twice as slow: LLVM unrolled the constant feature loop
+/// before vectorizing and vectorized the entries instead; see the emitter's loop hints.)
+pub const SDDMM_SPECIALIZE_MIN_FEAT: usize = 16;
 
-/// The widest feature width measured for [`SDDMM_PREFETCH_MIN_FEAT`]'s rule.
-pub const SDDMM_PREFETCH_MAX_FEAT: usize = 256;
+/// The widest feature width SDDMM's built-in schedule specializes (and measured).
+pub const SDDMM_SPECIALIZE_MAX_FEAT: usize = 256;
+
+/// Feature widths from which SDDMM's built-in schedule prefetches the rows of `W` it gathers
+/// [`SDDMM_PREFETCH_DISTANCE`] entries ahead on every host, up to [`SDDMM_SPECIALIZE_MAX_FEAT`];
+/// from [`SDDMM_SPECIALIZE_MIN_FEAT`] on hosts whose hardware prefetchers do not cover gathered
+/// rows ([`DataStats::hw_prefetches_rows`]). `lacuna bench`, one thread, side by side with
+/// the vector lanes alone (session 12, Xeon with AVX-512; ms): k = 64 cage10 1.25 → 0.98,
+/// email-Enron 5.87 → 4.29, bcsstk16 1.64 → 1.40; k = 128 cage11 14.2 → 12.4, email-Enron
+/// 13.9 → 11.3, ct2010 21.5 → 19.2, wing 18.6 → 16.2, bcsstk16 3.17 → 2.67; k = 256 cage10 6.7
+/// → 6.2, email-Enron 30.9 → 26.7, bcsstk16 6.4 → 5.5. Below 64, specialized with the prefetch
+/// over specialized alone (session 20, Intel AMX host, geometric mean as for
+/// [`SDDMM_SPECIALIZE_MIN_FEAT`], one / two threads): k = 16 0.88 / 0.88, k = 32 0.88 / 0.92;
+/// not measured on Zen 5, whose prefetchers cover SpMM's gathered rows.
+pub const SDDMM_PREFETCH_MIN_FEAT: usize = 64;
 
 /// Entries ahead that SDDMM's built-in prefetch reads `J.indices` (4 and 8 within 3% at
 /// k = 128 on the matrices above).
@@ -1432,10 +1444,10 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         }
     }
     if p.name == "sddmm" && p.params.iter().any(|x| x == "feat") {
-        let wide = data
+        let fixed = data
             .feat
-            .filter(|k| (SDDMM_PREFETCH_MIN_FEAT..=SDDMM_PREFETCH_MAX_FEAT).contains(k));
-        if let Some(k) = wide {
+            .filter(|k| (SDDMM_SPECIALIZE_MIN_FEAT..=SDDMM_SPECIALIZE_MAX_FEAT).contains(k));
+        if let Some(k) = fixed {
             trace.push(I::Specialize {
                 param: "feat".into(),
                 value: k as u64,
@@ -1446,7 +1458,12 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         trace.push(I::Vectorize {
             r#loop: "sddmm:k".into(),
         });
-        if wide.is_some() {
+        let prefetch_from = if data.hw_prefetches_rows {
+            SDDMM_PREFETCH_MIN_FEAT
+        } else {
+            SDDMM_SPECIALIZE_MIN_FEAT
+        };
+        if fixed.is_some_and(|k| k >= prefetch_from) {
             trace.push(I::Annotate {
                 r#loop: "sddmm:j".into(),
                 key: "prefetch".into(),

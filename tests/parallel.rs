@@ -485,28 +485,37 @@ fn prefetches(s: &lacuna::schedule::ScheduleFile) -> bool {
     )
 }
 
-/// SDDMM's built-in schedule specializes the feature width and prefetches the rows of `W`
-/// exactly for widths from `SDDMM_PREFETCH_MIN_FEAT` to `SDDMM_PREFETCH_MAX_FEAT`, reading the
-/// width of `W` as `lacuna run` binds it; the schedule replays.
+/// SDDMM's built-in schedule specializes the feature width exactly for widths from
+/// `SDDMM_SPECIALIZE_MIN_FEAT` to `SDDMM_SPECIALIZE_MAX_FEAT`, and prefetches the rows of `W`
+/// there from `SDDMM_PREFETCH_MIN_FEAT`, or from the first specialized width on hosts whose
+/// prefetchers do not cover gathered rows, reading the width of `W` as `lacuna run` binds it;
+/// the schedule replays.
 #[test]
 fn builtin_sddmm_prefetches_wide_rows_only() {
     use lacuna::driver::{
-        builtin_schedule, DataStats, SDDMM_PREFETCH_MAX_FEAT as HI, SDDMM_PREFETCH_MIN_FEAT as LO,
+        builtin_schedule, DataStats, SDDMM_PREFETCH_MIN_FEAT as PF,
+        SDDMM_SPECIALIZE_MAX_FEAT as HI, SDDMM_SPECIALIZE_MIN_FEAT as LO,
     };
     let p = example("sddmm");
-    for (feat, want) in [
-        (32, false),
-        (LO - 8, false),
-        (LO, true),
-        (128, true),
-        (HI, true),
-        (HI + 32, false),
+    // (k, hardware prefetches rows, specialized, prefetched)
+    for (feat, hw, fixed, prefetched) in [
+        (8, false, false, false),
+        (LO - 1, false, false, false),
+        (LO, false, true, true),
+        (32, false, true, true),
+        (32, true, true, false),
+        (PF - 8, true, true, false),
+        (PF, true, true, true),
+        (128, false, true, true),
+        (HI, true, true, true),
+        (HI + 32, false, false, false),
     ] {
         let stats = DataStats {
             nnz: 1_000_000,
             rows: 30_000,
             feat: Some(feat),
             gathered_bytes: 30_000 * feat * 8,
+            hw_prefetches_rows: hw,
             ..Default::default()
         };
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
@@ -514,8 +523,13 @@ fn builtin_sddmm_prefetches_wide_rows_only() {
             .trace
             .iter()
             .any(|t| matches!(t, lacuna::schedule::Instruction::Specialize { value, .. } if *value == feat as u64));
-        assert_eq!(prefetches(&s), want, "k = {feat}: {:?}", s.trace);
-        assert_eq!(specialized, want, "k = {feat}: {:?}", s.trace);
+        assert_eq!(
+            prefetches(&s),
+            prefetched,
+            "k = {feat}, hw {hw}: {:?}",
+            s.trace
+        );
+        assert_eq!(specialized, fixed, "k = {feat}, hw {hw}: {:?}", s.trace);
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
     let (m, n) = (30, 20);

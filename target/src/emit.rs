@@ -422,13 +422,17 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 .then(|| 32 / widest_float_load(body, &self.bufs).clamp(1, 32));
                 // `lanes` annotates vectorized loops only (the primitive checks it).
                 let row_lanes = lanes.or(row_lanes);
-                // A counted loop given its lanes is vectorized at that width, not unrolled in
+                // A vectorized loop of constant trip count is vectorized itself, not unrolled in
                 // full first (LLVM unrolls constant trip counts before it vectorizes, leaving
-                // scalar code): the lanes of a sliced ELL group keep their partial sums in one
-                // vector register (SpMV, `(sell 8 1024)` on de2010, one thread: 0.116 ms
-                // unrolled, 0.058 ms vectorized).
-                let fixed = lo.is_const() && hi.is_const();
-                let keep = lanes.is_some() && fixed;
+                // scalar code or vectorizing an outer loop instead), and its vector steps are
+                // unrolled in full afterwards. The lanes of a sliced ELL group keep their
+                // partial sums in one vector register (SpMV, `(sell 8 1024)` on de2010, one
+                // thread: 0.116 ms unrolled, 0.058 ms vectorized); SDDMM with k specialized to
+                // 32 ran the entries, not the features, as lanes, with a gather per feature:
+                // twice the time of the generic width (cage10 1.58 → 0.71 ms, one thread,
+                // session 20, Intel AMX host; SpMM's register blocks, whose inner loops are
+                // constant too, within noise of before).
+                let keep = lo.is_const() && hi.is_const();
                 match unroll {
                     Some(n) => self.unroll_count_hint(br, n),
                     None => self.loop_hint(br, kind, short, masked, row_lanes, keep),
@@ -1142,6 +1146,16 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             if kind == ForKind::Vectorized && keep_loop {
                 let key = b"llvm.loop.unroll.disable";
                 let mut node = [LLVMMDStringInContext2(c, key.as_ptr().cast(), key.len())];
+                ops.push(LLVMMDNodeInContext2(c, node.as_mut_ptr(), node.len()));
+                // Once vectorized, the loop's few vector steps unroll in full.
+                let full = b"llvm.loop.unroll.full";
+                let mut attr = [LLVMMDStringInContext2(c, full.as_ptr().cast(), full.len())];
+                let attr = LLVMMDNodeInContext2(c, attr.as_mut_ptr(), attr.len());
+                let key = b"llvm.loop.vectorize.followup_vectorized";
+                let mut node = [
+                    LLVMMDStringInContext2(c, key.as_ptr().cast(), key.len()),
+                    attr,
+                ];
                 ops.push(LLVMMDNodeInContext2(c, node.as_mut_ptr(), node.len()));
             }
             let id = LLVMMDNodeInContext2(c, ops.as_mut_ptr(), ops.len());

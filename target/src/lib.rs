@@ -20,7 +20,9 @@
 //! that loop (the schedule asserts its iterations may run as vector lanes), so their sums can
 //! differ from the interpreters' in rounding; one whose bounds are read from memory (a sparse
 //! row) interleaves one vector register per step, or, annotated `masked`, that many with its
-//! tail folded into masked lanes. `Unrolled` loops carry `llvm.loop.unroll.full`,
+//! tail folded into masked lanes; one of constant trip count is not unrolled before it is
+//! vectorized (`llvm.loop.unroll.disable`) and its vector steps are unrolled in full after
+//! (`llvm.loop.vectorize.followup_vectorized`). `Unrolled` loops carry `llvm.loop.unroll.full`,
 //! effective for constant trip counts. LLVM's warnings about such hints are collected in
 //! [`CompiledKernel::diagnostics`] rather than printed.
 #![warn(missing_docs)]
