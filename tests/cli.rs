@@ -621,26 +621,17 @@ fn misnamed_params_huge_pools_and_output_extensions_are_handled() {
     ]);
     assert!(err.contains("shape mismatch: size `m` is 7"), "{err}");
     // gen-dense writes the format its extension names, or refuses it.
-    let mtx = t.0.join("g.mtx");
-    let out = bin()
-        .current_dir(repo())
-        .args(["gen-dense", "--shape", "3,2", "--seed", "5", "--out"])
-        .arg(&mtx)
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let npy = t.0.join("g.npy");
-    let out = bin()
-        .current_dir(repo())
-        .args(["gen-dense", "--shape", "3,2", "--seed", "5", "--out"])
-        .arg(&npy)
-        .output()
-        .expect("runs");
-    assert!(out.status.success());
+    let (mtx, npy) = (t.0.join("g.mtx"), t.0.join("g.npy"));
+    for file in [&mtx, &npy] {
+        let out = bin()
+            .current_dir(repo())
+            .args(["gen-dense", "--shape", "3,2", "--seed", "5", "--out"])
+            .arg(file)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {stderr}", file.display());
+    }
     let from_npy = read_npy(&npy).expect("npy");
     match read_mtx(&mtx).expect("a Matrix Market array") {
         MtxData::Dense(d) => assert_eq!(d, from_npy),
