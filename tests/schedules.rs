@@ -1382,3 +1382,58 @@ fn annotate_rejects_what_it_cannot_do() {
     );
     assert_eq!(s.trace().len(), 1);
 }
+
+/// A vectorized loop of constant trip count is vectorized itself: SDDMM with k specialized to
+/// 32 loads rows of `W` as vectors, with no gather (LLVM used to unroll the feature loop first
+/// and vectorize the entries instead, gathering `W` feature by feature). Its loop ID keeps it
+/// from unrolling before vectorization and unrolls its vector steps in full after, up to
+/// 256 iterations; a longer loop's vector steps are left to LLVM.
+#[test]
+fn constant_vectorized_loops_are_vectorized_not_unrolled_first() {
+    let p = kernel("sddmm");
+    let ir = |k: u64, optimized: bool| {
+        let s = Schedule::replay(
+            &p,
+            &[
+                Instruction::Specialize {
+                    param: "feat".into(),
+                    value: k,
+                },
+                Instruction::Vectorize {
+                    r#loop: "sddmm:k".into(),
+                },
+            ],
+        )
+        .expect("applies");
+        let flat = lacuna::stage2::lower_to_flat(
+            s.stage2().expect("lowers"),
+            &Default::default(),
+            &mut |_, _| {},
+        )
+        .expect("flattens");
+        lacuna::target::emit_llvm_ir(
+            &flat,
+            &lacuna::target::CodegenOptions {
+                optimized_ir: optimized,
+                ..Default::default()
+            },
+        )
+        .expect("IR")
+    };
+    let hints = ir(32, false);
+    assert!(
+        hints.contains("!\"llvm.loop.unroll.disable\"}")
+            && hints.contains("!\"llvm.loop.vectorize.followup_vectorized\", !")
+            && hints.contains("!\"llvm.loop.unroll.full\"}"),
+        "{hints}"
+    );
+    let long = ir(1000, false);
+    assert!(
+        long.contains("!\"llvm.loop.vectorize.followup_vectorized\"}")
+            && !long.contains("llvm.loop.unroll.full"),
+        "{long}"
+    );
+    let optimized = ir(32, true);
+    assert!(!optimized.contains("llvm.masked.gather"), "{optimized}");
+    assert!(optimized.contains("load <"), "{optimized}");
+}

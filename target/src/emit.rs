@@ -432,10 +432,16 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 // twice the time of the generic width (cage10 1.58 → 0.71 ms, one thread,
                 // session 20, Intel AMX host; SpMM's register blocks, whose inner loops are
                 // constant too, within noise of before).
-                let keep = lo.is_const() && hi.is_const();
+                let trip = match (
+                    lo.get_sign_extended_constant(),
+                    hi.get_sign_extended_constant(),
+                ) {
+                    (Some(a), Some(b)) => Some(b.saturating_sub(a).max(0) as u64),
+                    _ => None,
+                };
                 match unroll {
                     Some(n) => self.unroll_count_hint(br, n),
-                    None => self.loop_hint(br, kind, short, masked, row_lanes, keep),
+                    None => self.loop_hint(br, kind, short, masked, row_lanes, trip),
                 }
                 phi.add_incoming(&[(&lo, pre), (&next, latch)]);
                 self.builder.position_at_end(exit);
@@ -1077,8 +1083,11 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
     /// 13 entries per row, 0.061–0.066 → 0.050–0.053 ms, cage11 0.27 → 0.25 ms, bcsstk16 and
     /// EX5 (45–60 per row) even; one thread, side by side, Xeon with AVX-512, session 12).
     /// `row_lanes`: the lanes of such a loop where functions prefer wider vectors, or those of
-    /// a `lanes` annotation (any vectorized loop). `keep_loop`: the loop is not unrolled
-    /// (`llvm.loop.unroll.disable`), so that a constant trip count reaches the vectorizer.
+    /// a `lanes` annotation (any vectorized loop). `trip`: the loop's constant trip count; a
+    /// vectorized loop with one is not unrolled before it is vectorized
+    /// (`llvm.loop.unroll.disable`), so that the trip count reaches the vectorizer, and its
+    /// vector steps are unrolled in full afterwards when it runs at most
+    /// [`UNROLL_VECTORIZED_MAX_TRIP`] iterations.
     fn loop_hint(
         &self,
         br: InstructionValue<'ctx>,
@@ -1086,7 +1095,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         short: bool,
         masked: Option<u32>,
         row_lanes: Option<u32>,
-        keep_loop: bool,
+        trip: Option<u64>,
     ) {
         let hint: &[u8] = match kind {
             ForKind::Vectorized => b"llvm.loop.vectorize.enable",
@@ -1143,19 +1152,19 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                     ops.push(LLVMMDNodeInContext2(c, node.as_mut_ptr(), node.len()));
                 }
             }
-            if kind == ForKind::Vectorized && keep_loop {
+            if let (ForKind::Vectorized, Some(n)) = (kind, trip) {
                 let key = b"llvm.loop.unroll.disable";
                 let mut node = [LLVMMDStringInContext2(c, key.as_ptr().cast(), key.len())];
                 ops.push(LLVMMDNodeInContext2(c, node.as_mut_ptr(), node.len()));
-                // Once vectorized, the loop's few vector steps unroll in full.
-                let full = b"llvm.loop.unroll.full";
-                let mut attr = [LLVMMDStringInContext2(c, full.as_ptr().cast(), full.len())];
-                let attr = LLVMMDNodeInContext2(c, attr.as_mut_ptr(), attr.len());
+                // The vectorized loop's own attributes: its few vector steps unroll in full;
+                // a longer loop is left to LLVM's heuristics (no attributes).
                 let key = b"llvm.loop.vectorize.followup_vectorized";
-                let mut node = [
-                    LLVMMDStringInContext2(c, key.as_ptr().cast(), key.len()),
-                    attr,
-                ];
+                let mut node = vec![LLVMMDStringInContext2(c, key.as_ptr().cast(), key.len())];
+                if n <= UNROLL_VECTORIZED_MAX_TRIP {
+                    let full = b"llvm.loop.unroll.full";
+                    let mut attr = [LLVMMDStringInContext2(c, full.as_ptr().cast(), full.len())];
+                    node.push(LLVMMDNodeInContext2(c, attr.as_mut_ptr(), attr.len()));
+                }
                 ops.push(LLVMMDNodeInContext2(c, node.as_mut_ptr(), node.len()));
             }
             let id = LLVMMDNodeInContext2(c, ops.as_mut_ptr(), ops.len());
@@ -1168,6 +1177,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         }
     }
 }
+
+/// The most iterations of a vectorized loop of constant trip count whose vector steps are
+/// unrolled in full after vectorization (32 steps of 8 f64 lanes): SDDMM's feature loop
+/// specialized up to k = 256, SpMM's register blocks. Longer loops stay loops, as any loop
+/// whose full unroll would bloat the code.
+pub(crate) const UNROLL_VECTORIZED_MAX_TRIP: u64 = 256;
 
 /// Whether evaluating `e` loads from a buffer.
 fn reads_memory(e: &lacuna_stage2::Expr) -> bool {
