@@ -81,7 +81,7 @@ pub fn host_gathers_rows() -> bool {
         host_has_vector_masks()
             && gathers_rows(
                 &TargetMachine::get_host_cpu_name().to_string(),
-                &TargetMachine::get_host_cpu_features().to_string_lossy(),
+                host_amx_core(),
             )
     })
 }
@@ -95,14 +95,20 @@ pub fn host_gathers_rows() -> bool {
 /// geometric mean 0.93 / 0.89, from bcsstk16 0.72 / 0.67 and ego-Facebook 0.78 / 0.81 to
 /// de2010 1.01 / 0.97 and vt2010 1.01 / 0.91. Zen 5 keeps 16 (session 13). Read once.
 pub fn host_blocks_whole_width() -> bool {
-    static WHOLE: OnceLock<bool> = OnceLock::new();
-    *WHOLE.get_or_init(|| {
-        host_has_vector_masks()
-            && has_feature(
-                &TargetMachine::get_host_cpu_features().to_string_lossy(),
-                "+amx-tile",
-            )
-    })
+    host_has_vector_masks() && host_amx_core()
+}
+
+/// Whether the host is one of Intel's AMX server cores ([`amx_core`]). Read once.
+fn host_amx_core() -> bool {
+    static AMX: OnceLock<bool> = OnceLock::new();
+    *AMX.get_or_init(|| amx_core(&TargetMachine::get_host_cpu_features().to_string_lossy()))
+}
+
+/// Whether an LLVM feature string is that of one of Intel's server cores with AMX (Sapphire
+/// Rapids and later): the `amx-tile` feature, read rather than the CPU's name, which a guest
+/// may report as another model's.
+fn amx_core(features: &str) -> bool {
+    has_feature(features, "+amx-tile")
 }
 
 /// Whether the loops annotated `scalar_gathers` assemble their gathers of 8-byte elements from
@@ -137,9 +143,10 @@ fn assembles_gathers(cpu: &str) -> bool {
     cpu.starts_with("znver4") || cpu.starts_with("znver5")
 }
 
-/// [`host_gathers_rows`] for an LLVM CPU name and feature string (assuming AVX-512).
-fn gathers_rows(cpu: &str, features: &str) -> bool {
-    cpu.starts_with("znver4") || cpu.starts_with("znver5") || has_feature(features, "+amx-tile")
+/// [`host_gathers_rows`] for an LLVM CPU name and whether the host is an AMX core (assuming
+/// AVX-512).
+fn gathers_rows(cpu: &str, amx: bool) -> bool {
+    cpu.starts_with("znver4") || cpu.starts_with("znver5") || amx
 }
 
 /// [`host_prefetches_rows`] for an LLVM CPU name.
@@ -278,7 +285,9 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{assembles_gathers, gathers_rows, has_avx512f, masks_long_rows, prefetches_rows};
+    use super::{
+        amx_core, assembles_gathers, gathers_rows, has_avx512f, masks_long_rows, prefetches_rows,
+    };
 
     #[test]
     fn zen4_and_zen5_assemble_gathers() {
@@ -292,19 +301,21 @@ mod tests {
     /// by name, Intel's AMX cores by feature (a guest may report another model's name).
     #[test]
     fn zen4_zen5_and_amx_cores_gather_rows() {
-        let avx512 = "+avx2,+avx512f,+avx512vl";
-        let amx = "+avx2,+avx512f,+amx-bf16,+amx-int8,+amx-tile";
-        assert!(gathers_rows("znver4", avx512));
-        assert!(gathers_rows("znver5", avx512));
-        assert!(!gathers_rows("znver3", "+avx2"));
-        assert!(!gathers_rows("skylake-avx512", avx512));
-        assert!(!gathers_rows("icelake-server", avx512));
-        assert!(gathers_rows("sapphirerapids", amx));
-        assert!(gathers_rows("rocketlake", amx));
-        assert!(!gathers_rows(
-            "sapphirerapids",
-            "+avx512f,-amx-tile,+amx-tilex"
-        ));
+        assert!(gathers_rows("znver4", false));
+        assert!(gathers_rows("znver5", false));
+        assert!(!gathers_rows("znver3", false));
+        assert!(!gathers_rows("skylake-avx512", false));
+        assert!(!gathers_rows("icelake-server", false));
+        assert!(gathers_rows("sapphirerapids", true));
+        assert!(gathers_rows("rocketlake", true));
+    }
+
+    /// AMX cores are recognised by the enabled `amx-tile` feature alone.
+    #[test]
+    fn amx_cores_are_read_from_the_feature_string() {
+        assert!(amx_core("+avx2,+avx512f,+amx-bf16,+amx-int8,+amx-tile"));
+        assert!(!amx_core("+avx2,+avx512f,+avx512vl"));
+        assert!(!amx_core("+avx512f,-amx-tile,+amx-tilex"));
     }
 
     /// Zen 5 prefetches gathered rows itself; older and other cores are left to software.

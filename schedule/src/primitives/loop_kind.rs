@@ -239,11 +239,30 @@ fn set_kind(
     if check {
         independent(s, name)?;
     }
-    if let Stmt::For { body: b, .. } = s {
+    if let Stmt::For {
+        body: b,
+        start,
+        end,
+        ..
+    } = s
+    {
         if innermost && count_loops(b) > 0 {
             return Err(Condition::NotInnermost {
                 r#loop: name.to_string(),
             });
+        }
+        if kind == ForKind::Unrolled {
+            let extent =
+                lacuna_stage2::passes::simplify::expr(Expr::sub(end.clone(), start.clone()));
+            if let Expr::Int(n, _) = extent {
+                if n > MAX_UNROLL {
+                    return Err(Condition::BadArgument {
+                        what: format!(
+                            "unroll of `{name}`: {n} iterations, at most {MAX_UNROLL} (split it first)"
+                        ),
+                    });
+                }
+            }
         }
     }
     replace(body, index, &mut |s| {
@@ -401,21 +420,8 @@ fn warp_reduction(s: &Stmt) -> Option<(i64, String, Vec<Expr>)> {
 }
 
 /// `unroll(loop)`: legal on any loop; one of constant extent has at most [`MAX_UNROLL`]
-/// iterations.
+/// iterations (checked by `set_kind`, for every way a loop becomes unrolled).
 pub fn unroll(body: Vec<Stmt>, name: &str) -> Result<Vec<Stmt>, Condition> {
-    let index = find(&body, name)?;
-    if let Some(Stmt::For { start, end, .. }) = get(&body, index) {
-        let extent = lacuna_stage2::passes::simplify::expr(Expr::sub(end.clone(), start.clone()));
-        if let Expr::Int(n, _) = extent {
-            if n > MAX_UNROLL {
-                return Err(Condition::BadArgument {
-                    what: format!(
-                        "unroll of `{name}`: {n} iterations, at most {MAX_UNROLL} (split it first)"
-                    ),
-                });
-            }
-        }
-    }
     set_kind(body, name, ForKind::Unrolled, false, false)
 }
 
