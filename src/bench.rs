@@ -64,6 +64,12 @@ pub enum BenchError {
         /// The flag.
         flag: &'static str,
     },
+    /// More worker threads than `lacuna_target::MAX_THREADS`.
+    #[error("--threads {n}: at most {} worker threads", lacuna_target::MAX_THREADS)]
+    TooManyThreads {
+        /// The count asked for.
+        n: usize,
+    },
     /// A negative or infinite `--min-time`.
     #[error("--min-time must be a finite number of seconds >= 0, got {value}")]
     MinTime {
@@ -713,6 +719,13 @@ pub fn run_bench(
     }
     if args.threads.contains(&0) {
         return Err(BenchError::Zero { flag: "--threads" });
+    }
+    if let Some(&n) = args
+        .threads
+        .iter()
+        .find(|&&n| n > lacuna_target::MAX_THREADS)
+    {
+        return Err(BenchError::TooManyThreads { n });
     }
     if args.ks.contains(&0) {
         return Err(BenchError::Zero { flag: "--k" });

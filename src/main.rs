@@ -186,10 +186,6 @@ fn parse_params(args: &[String]) -> Result<BTreeMap<String, i64>, CliError> {
     Ok(out)
 }
 
-/// The most worker threads `--threads` (or `RAYON_NUM_THREADS`) may ask for: far above any
-/// machine's cores, far below what exhausts a process's threads and stacks.
-const MAX_THREADS: usize = 1024;
-
 /// The worker threads: `--threads`, else `RAYON_NUM_THREADS`, else every core; the global
 /// pool is built with that many.
 fn thread_count(threads: Option<usize>) -> Result<usize, CliError> {
@@ -202,7 +198,7 @@ fn thread_count(threads: Option<usize>) -> Result<usize, CliError> {
             .filter(|&n| n > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
-    if n > MAX_THREADS {
+    if n > lacuna_target::MAX_THREADS {
         return Err(CliError::TooManyThreads { n });
     }
     let _ = lacuna_target::pool_builder(n).build_global();
@@ -327,7 +323,10 @@ enum CliError {
     TooLarge,
     #[error("--threads expects a positive number of worker threads")]
     BadThreads,
-    #[error("{n} worker threads (--threads or RAYON_NUM_THREADS) are more than the {MAX_THREADS} allowed")]
+    #[error(
+        "{n} worker threads (--threads or RAYON_NUM_THREADS) are more than the {} allowed",
+        lacuna_target::MAX_THREADS
+    )]
     TooManyThreads { n: usize },
     #[error("kernel `{kernel}` co-iterates sparse operands; GPU code generation does not support co-iteration kernels")]
     CoiterPtx { kernel: String },

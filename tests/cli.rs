@@ -599,6 +599,15 @@ fn misnamed_params_huge_pools_and_output_extensions_are_handled() {
         "1000000",
     ]);
     assert!(err.contains("more than the 1024 allowed"), "{err}");
+    let err = fails(&[
+        "bench",
+        "tests/data/1138_bus.mtx",
+        "--kernels",
+        "spmv",
+        "--threads",
+        "1,1000000",
+    ]);
+    assert!(err.contains("--threads 1000000: at most 1024"), "{err}");
     // A declared parameter is still taken (and checked against the data).
     let x = t.0.join("x.npy");
     write_npy(

@@ -523,10 +523,11 @@ impl PyExecutable {
         copy: bool,
         threads: Option<usize>,
     ) -> PyResult<(Bound<'py, PyDict>, Vec<String>)> {
-        if threads == Some(0) {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "threads: at least 1 (or None for the default pool)",
-            ));
+        if threads.is_some_and(|n| !(1..=lacuna::target::MAX_THREADS).contains(&n)) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "threads: 1 to {} (or None for the default pool)",
+                lacuna::target::MAX_THREADS
+            )));
         }
         let params = params.unwrap_or_default();
         let np = py.import("numpy")?;

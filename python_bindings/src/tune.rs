@@ -68,6 +68,9 @@ pub fn tune(
     if batch == 0 || threads == Some(0) {
         return bad("batch and threads expect at least 1");
     }
+    if threads.is_some_and(|n| n > lacuna::target::MAX_THREADS) {
+        return bad(&format!("threads: at most {}", lacuna::target::MAX_THREADS));
+    }
     let strategy = match strategy.as_deref() {
         None => None,
         Some(s) => match parse_strategy(s) {

@@ -79,3 +79,6 @@ def test_thread_count_per_call():
     assert_close(sums[0], (a + a).tocsr())
     with pytest.raises(ValueError, match="threads"):
         gemm(A=a, B=b, threads=0)
+    # A pool of a million threads is refused before any is started.
+    with pytest.raises(ValueError, match="threads: 1 to 1024"):
+        gemm(A=a, B=b, threads=1_000_000)

@@ -73,7 +73,8 @@ def test_a_crashing_candidate_does_not_take_python_down(tmp_path, monkeypatch, r
     assert s["failed"] == 1 and s["trials"] == 4
 
 
-@pytest.mark.parametrize("bad", [{"budget": 0}, {"strategy": "bogus"}, {"timeout": -1.0}])
+@pytest.mark.parametrize("bad", [{"budget": 0}, {"strategy": "bogus"}, {"timeout": -1.0},
+                                 {"threads": 0}, {"threads": 1_000_000}])
 def test_bad_options_raise_tune_error(tmp_path, bad):
     a = random_csr(20, 20, 0.1, 1)
     args = {"db": tmp_path / "db.jsonl", "budget": 5, "progress": False, **bad}

@@ -237,6 +237,11 @@ fn keep_workers_awake(helpers: usize, spin: std::time::Duration) {
     });
 }
 
+/// The most worker threads a pool may be asked for (`--threads`, `RAYON_NUM_THREADS`, `lacuna
+/// bench --threads`, Python's `threads=`): far above any machine's cores, far below what
+/// exhausts a process's threads and stacks (a million was tried in earnest).
+pub const MAX_THREADS: usize = 1024;
+
 /// A pool builder for `threads` workers running parallel loops: each worker is pinned to its
 /// own CPU of those the process may use (`sched_getaffinity`), in order, when there are at
 /// least `threads` of them; `LACUNA_PIN_THREADS=0` leaves them unpinned. Pinned workers spin
