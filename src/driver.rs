@@ -192,14 +192,24 @@ pub enum DriverError {
 /// may specialize a parameter away, or a format decomposition add its own, whose values come
 /// from the data): a misspelt `--param` would otherwise go unnoticed.
 pub fn check_params(p: &Program, params: &BTreeMap<String, i64>) -> Result<(), DriverError> {
-    match params.keys().find(|k| !p.params.contains(*k)) {
+    check_param_names(&p.name, &p.params, params)
+}
+
+/// [`check_params`] for kernel `kernel`, whose parameters as written are `declared`: for callers
+/// that keep only the scheduled program (Python's executables).
+pub fn check_param_names(
+    kernel: &str,
+    declared: &[String],
+    params: &BTreeMap<String, i64>,
+) -> Result<(), DriverError> {
+    match params.keys().find(|k| !declared.contains(*k)) {
         Some(name) => Err(DriverError::UnknownParam {
             name: name.clone(),
-            kernel: p.name.clone(),
-            known: if p.params.is_empty() {
+            kernel: kernel.to_string(),
+            known: if declared.is_empty() {
                 "none".into()
             } else {
-                p.params.join(", ")
+                declared.join(", ")
             },
         }),
         None => Ok(()),

@@ -51,6 +51,9 @@ enum Inner {
 #[pyclass(module = "lacuna._lacuna", name = "Executable", frozen)]
 pub struct PyExecutable {
     program: Program,
+    /// The parameters of the kernel as written (a schedule may specialize some away): a
+    /// `params=` key outside them is an error.
+    declared: Vec<String>,
     target: Target,
     inner: Inner,
 }
@@ -79,6 +82,7 @@ pub fn build(
     let target = parse_target(target)?;
     let file = schedule.map(|s| s.file());
     let p = kernel.prepared.clone();
+    let declared = p.params.clone();
     let built = py.detach(move || {
         catch(
             move || -> Result<PyExecutable, lacuna::driver::DriverError> {
@@ -100,6 +104,7 @@ pub fn build(
                     };
                     return Ok(PyExecutable {
                         program: p,
+                        declared,
                         target,
                         inner: Inner::Coiter {
                             kernel: Box::new(k),
@@ -113,6 +118,7 @@ pub fn build(
                     Executable::build_converting(&p, file.as_ref(), target)?;
                 Ok(PyExecutable {
                     program,
+                    declared,
                     target,
                     inner: Inner::Standard { exe, conversions },
                 })
@@ -530,6 +536,8 @@ impl PyExecutable {
             )));
         }
         let params = params.unwrap_or_default();
+        lacuna::driver::check_param_names(&self.program.name, &self.declared, &params)
+            .map_err(|e| driver_error(&e))?;
         let np = py.import("numpy")?;
         let mut args: BTreeMap<String, Arg<'py>> = BTreeMap::new();
         for (k, v) in inputs.iter() {

@@ -143,6 +143,9 @@ def test_float32_kernel_and_params():
     np.testing.assert_allclose(y, a @ x, rtol=1e-5)
     with pytest.raises(lacuna.ShapeError):
         f(A=a, x=x, params={"m": 21})
+    # A parameter the kernel does not have (misspelt) is an error, not ignored.
+    with pytest.raises(lacuna.BindError, match="has no parameter `rows`.*m, n, nnz"):
+        f(A=a, x=x, params={"rows": 20})
 
 
 def test_inputs_as_a_mapping_and_buffer_named_like_keywords():
