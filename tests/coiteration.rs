@@ -1744,3 +1744,132 @@ fn dense_operands_must_match_their_shape() {
         "{e}"
     );
 }
+
+/// Rows whose operands hold the same coordinates (up to `EQUAL_SEGMENT_MAX`) take straight
+/// vector loops with masked tails instead of the merge (`equal_segments`): SpAdd and SpMul of
+/// two operands, and a sum of three, over rows of 0 to 40 entries that share their pattern,
+/// that share only their length (one coordinate moved), and that differ, with CSR, DCSR and
+/// COO operands and CSR, dense-row and dense results; every path (JIT, interpreter,
+/// reference, one pass, 32-bit indices) equals the dense reference. The vector loops are
+/// vectorized (LLVM reports no loop it could not vectorize) and only the compute passes have
+/// them.
+#[test]
+fn equal_segments_take_vector_loops() {
+    use lacuna::stage2::coiter::lower::EQUAL_SEGMENT_MAX;
+    let (m, n) = (48usize, 64usize);
+    // Row i holds i % 41 coordinates, spread over the columns.
+    let shared: Pattern = (0..m)
+        .flat_map(|i| (0..i % 41).map(move |k| (i, (k * 3 + i) % n)))
+        .collect();
+    // The same lengths, one coordinate of every third row moved to a free column.
+    let moved: Pattern = (0..m)
+        .flat_map(|i| {
+            let row: Vec<usize> = shared
+                .iter()
+                .filter(|(r, _)| *r == i)
+                .map(|&(_, c)| c)
+                .collect();
+            let free = (0..n).find(|c| !row.contains(c));
+            let len = row.len();
+            row.into_iter().enumerate().map(move |(k, c)| match free {
+                Some(f) if i % 3 == 0 && k + 1 == len => (i, f),
+                _ => (i, c),
+            })
+        })
+        .collect();
+    assert_eq!(moved.len(), shared.len(), "one length per row");
+    assert!(shared
+        .iter()
+        .any(|&(i, _)| i % 41 > EQUAL_SEGMENT_MAX as usize));
+    let bits: Vec<bool> = (0..89).map(|x| (x * 29 + 3) % 5 < 2).collect();
+    let other = pattern(m, n, &bits);
+    let pairs = [
+        (shared.clone(), shared.clone()),
+        (shared.clone(), moved.clone()),
+        (shared.clone(), other.clone()),
+    ];
+    let entries = |p: &Pattern, seed| values_for(p, seed);
+    for (fa, fb) in [("csr", "csr"), ("dcsr", "csr"), ("coo", "coo")] {
+        for fc in ["csr", "map = (i, j) -> (i : dense, j : dense)"] {
+            let formats = [("A", fa), ("B", fb), ("C", fc)];
+            let add = compiled(&kernel("spadd", &formats, transpose_allowed()));
+            let mul = compiled(&kernel("spmul", &formats, transpose_allowed()));
+            for c in [&add, &mul] {
+                let printed = |f: &lacuna::stage2::Func| lacuna::stage2::print_func(f);
+                assert!(printed(&c.k.compute).contains(".eq.len"), "{fa} {fb} {fc}");
+                if let Some(count) = &c.k.count {
+                    assert!(
+                        !printed(count).contains(".eq.len"),
+                        "no vector loops counting"
+                    );
+                }
+                let kernels = [Some(&c.compute), c.one_pass.as_ref()];
+                for k in kernels.into_iter().flatten() {
+                    assert!(
+                        !k.diagnostics().iter().any(|d| d.contains("vectoriz")),
+                        "{fa} {fb} {fc}: {:?}",
+                        k.diagnostics()
+                    );
+                }
+            }
+            for (pa, pb) in &pairs {
+                let (va, vb) = (entries(pa, 1), entries(pb, 7));
+                let inputs = BTreeMap::from([
+                    ("A".to_string(), Input::Coo(coo((m, n), &va))),
+                    ("B".to_string(), Input::Coo(coo((m, n), &vb))),
+                ]);
+                let mut sum = va.clone();
+                for (k, v) in &vb {
+                    *sum.entry(*k).or_insert(0.0) += v;
+                }
+                let product: BTreeMap<_, _> = va
+                    .iter()
+                    .filter_map(|(k, a)| vb.get(k).map(|b| (*k, a * b)))
+                    .collect();
+                let dense = fc.contains("dense, j : dense");
+                let full = |want: &BTreeMap<(usize, usize), f64>| {
+                    if !dense {
+                        return want.clone();
+                    }
+                    (0..m)
+                        .flat_map(|i| (0..n).map(move |j| (i, j)))
+                        .map(|k| (k, want.get(&k).copied().unwrap_or(0.0)))
+                        .collect()
+                };
+                check(&run_all_compiled(&add, &inputs), &full(&sum));
+                check(&run_all_compiled(&mul, &inputs), &full(&product));
+            }
+        }
+    }
+    // Three operands: the vector path needs all three alike.
+    let add3 = compiled(&kernel_text(
+        r#"(
+    version: 1, name: "add3", params: ["m", "n"],
+    axes: [(name: "I", kind: DenseFixed(n: "m")), (name: "J", kind: DenseFixed(n: "n"))],
+    buffers: [
+        (name: "A", axes: ["I", "J"], dtype: F64, encoding: Some("csr")),
+        (name: "B", axes: ["I", "J"], dtype: F64, encoding: Some("csr")),
+        (name: "D", axes: ["I", "J"], dtype: F64, encoding: Some("csr")),
+        (name: "C", axes: ["I", "J"], dtype: F64, role: Output, encoding: Some("csr")),
+    ],
+    body: [Iter((name: "add3", axes: ["I", "J"], kinds: "SS", vars: ["i", "j"], body: [Store("C[i, j] = A[i, j] + B[i, j] * 2.0 + D[i, j]")]))],
+)"#,
+    ));
+    assert!(lacuna::stage2::print_func(&add3.k.compute).contains(".eq.len"));
+    for (pb, pd) in [(&shared, &shared), (&shared, &moved), (&moved, &other)] {
+        let (va, vb, vd) = (entries(&shared, 1), entries(pb, 7), entries(pd, 3));
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(coo((m, n), &va))),
+            ("B".to_string(), Input::Coo(coo((m, n), &vb))),
+            ("D".to_string(), Input::Coo(coo((m, n), &vd))),
+        ]);
+        let mut sum = va.clone();
+        for (k, v) in &vb {
+            *sum.entry(*k).or_insert(0.0) += v * 2.0;
+        }
+        for (k, v) in &vd {
+            *sum.entry(*k).or_insert(0.0) += v;
+        }
+        check(&run_all_compiled(&add3, &inputs), &sum);
+    }
+}

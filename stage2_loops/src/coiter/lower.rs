@@ -232,6 +232,49 @@ fn and_all(conds: Vec<Expr>) -> Expr {
         .unwrap_or(Expr::Bool(true))
 }
 
+/// Whether `body` moves the result's slot (`out.q`) exactly once, unconditionally: one
+/// `out.q := ...` outside conditionals and loops (annotations and blocks run their bodies),
+/// none inside.
+fn appends_once(body: &[Stmt]) -> bool {
+    /// (unconditional, conditional) assignments of `out.q` in `body`.
+    fn count(body: &[Stmt], conditional: bool, n: &mut (usize, usize)) {
+        for s in body {
+            match s {
+                Stmt::Assign { var, .. } if var == "out.q" => {
+                    if conditional {
+                        n.1 += 1;
+                    } else {
+                        n.0 += 1;
+                    }
+                }
+                Stmt::If {
+                    then_body,
+                    else_body,
+                    ..
+                } => {
+                    count(then_body, true, n);
+                    count(else_body, true, n);
+                }
+                Stmt::For { body, .. } | Stmt::While { body, .. } => count(body, true, n),
+                Stmt::Attr { body, .. } | Stmt::Block { body, .. } => count(body, conditional, n),
+                _ => {}
+            }
+        }
+    }
+    let mut n = (0, 0);
+    count(body, false, &mut n);
+    n == (1, 0)
+}
+
+/// The longest segments [`Gen::equal_segments`] compares. Longer rows of one pattern merge as
+/// fast (the branch predictor learns that every coordinate is in both; memory bounds either);
+/// masked steps of 8 lanes over them cost more. SpAdd C = A + Aᵀ, one thread, `lacuna run
+/// --repeat 100`, Intel Xeon (AMX) of session 21, ms, without → 16 → 32 → 64: ct2010 1.29 →
+/// 0.60 → 0.60 → 0.64, de2010 0.45 → 0.21 → 0.23 → 0.22, email-Enron 0.85 → 0.68 → 0.68 →
+/// 0.66, EX5 0.45 → 0.46 → 0.46 → 0.53, bcsstk16 0.44 → 0.46 → 0.48 → 0.53; unsymmetric
+/// patterns pay for comparing rows of one length that differ (cage11 0.90 → 0.98).
+pub const EQUAL_SEGMENT_MAX: i64 = 16;
+
 /// Names of a tensor's storage arrays.
 pub fn pos_name(t: &str, l: usize) -> String {
     format!("{t}.pos{l}")
@@ -892,6 +935,9 @@ impl Gen<'_> {
         }
         let galloping =
             self.a.merge == Merge::Galloping && lattice.points.len() == 1 && its.len() >= 2;
+        if !galloping && !reduce_below {
+            out.extend(self.equal_segments(depth, v, top, levels, &its)?);
+        }
         for point in &lattice.points {
             let pits: Vec<It> = point.iters.iter().filter_map(|&t| it_of(t)).collect();
             let mut conds: Vec<Expr> = pits
@@ -1033,6 +1079,135 @@ impl Gen<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// The merge of short segments that hold the same coordinates, as straight vector loops:
+    /// where every operand iterated at innermost variable `v` has a segment of one length, at
+    /// most [`EQUAL_SEGMENT_MAX`], a vectorized loop compares their coordinates; when all are
+    /// equal, every position is the case of the top lattice point (all present, as the merge
+    /// would find it), computed by a second vectorized loop, and the iterators are moved to
+    /// their ends, so that the merge loops after it have nothing left to do. Both loops fold
+    /// their tails into masked lanes: a segment of up to one vector's lanes is one step, with
+    /// no scalar remainder whose exit the branch predictor misses, where the merge misses one
+    /// per segment at least. A + Aᵀ of a symmetric pattern, or operands sharing a pattern (K +
+    /// M in FEM assembly), of short rows gain most. Empty where it does not apply: the count
+    /// pass, reductions (into an accumulator or over `v`), workspaces, a universe point, a
+    /// level above others, non-unique or n:m levels, fewer than two sparse operands, or a case
+    /// that may append no entry to a sparse result.
+    fn equal_segments(
+        &mut self,
+        depth: usize,
+        v: usize,
+        top: &Point,
+        levels: &[(usize, usize)],
+        its: &[It],
+    ) -> Result<Vec<Stmt>, CoiterError> {
+        let applies = self.pass == Pass::Compute
+            && matches!(self.sink, Sink::Emit)
+            && !self.in_ws
+            && depth + 1 == self.plan.order.len()
+            // Each position its own result entry: no sum over `v` (spdot's), which a
+            // vectorized loop could reassociate.
+            && self.a.output().vars.contains(&v)
+            && !top.universe
+            && top.expr.is_some()
+            && its.len() >= 2
+            && top.iters.iter().all(|t| its.iter().any(|i| i.t == *t))
+            && its.iter().all(|i| i.seg.is_none() && i.nofm.is_none());
+        let Some((first, rest)) = its.split_first().filter(|_| applies) else {
+            return Ok(vec![]);
+        };
+        let var = self.a.vars[v].name.clone();
+        let len = self.fresh(&format!("{var}.eq.len"));
+        let diff = self.fresh(&format!("{var}.eq.diff"));
+        let t = self.fresh(&format!("{var}.eq.t"));
+        let q0 = self.fresh("out.q0");
+        let seg_len = |i: &It| Expr::sub(i64v(&i.end), i64v(&i.lo));
+        let at = |i: &It| Expr::add(i64v(&i.lo), i64v(&t));
+        let annotated = |key: &str, value: i64, body: Vec<Stmt>| Stmt::Attr {
+            key: key.into(),
+            value: Expr::i64(value),
+            body,
+        };
+        let vector_loop = |body: Vec<Stmt>| {
+            annotated(
+                "masked",
+                1,
+                vec![Stmt::For {
+                    var: t.clone(),
+                    start: Expr::i64(0),
+                    end: i64v(&len),
+                    kind: ForKind::Vectorized,
+                    body,
+                }],
+            )
+        };
+        // Σ over positions and operands of [coordinate ≠ the first operand's] (a sum, not a
+        // short-circuit `||`, whose branches would keep the loop scalar).
+        let differs = rest
+            .iter()
+            .map(|i| {
+                let ne = cmp(BinOp::Ne, i.coord(at(i)), first.coord(at(first)));
+                Expr::Cast(DType::I64, Box::new(ne))
+            })
+            .reduce(Expr::add)
+            .ok_or_else(|| CoiterError::Unsupported {
+                what: "equal segments of one operand".into(),
+            })?;
+        let check = vector_loop(vec![assign(&diff, Expr::add(i64v(&diff), differs))]);
+        // The top point's case at each position, the iterators at `lo + t`. A sparse result's
+        // slot is `q0 + t` (a variable of the body's own that shadows the running slot), and
+        // the running slot moves past the segment after the loop: a loop whose induction is
+        // used after it keeps a scalar remainder instead of masked lanes.
+        let sparse_out = self.plan.mode != OutMode::Dense;
+        let mut body = vec![let_(&var, first.coord(at(first)))];
+        if sparse_out {
+            body.push(decl("out.q", Expr::add(i64v(&q0), i64v(&t))));
+        }
+        let mut inner = Vec::new();
+        for i in its {
+            let p = self.fresh(&format!("{}.eq.p", self.tname(i.t)));
+            body.push(let_(&p, at(i)));
+            body.push(let_(&i.c, i64v(&var)));
+            inner.push(It { p, ..i.clone() });
+        }
+        let case = self.case(depth, v, top, levels, &inner, false)?;
+        // A sparse result's slots are `q0 + t` only where every position appends one entry:
+        // not where a case may append none (MLIR's `binary` and `select` regions).
+        if sparse_out && !appends_once(&case) {
+            return Ok(vec![]);
+        }
+        body.extend(case);
+        let mut equal = Vec::new();
+        if sparse_out {
+            equal.push(let_(&q0, i64v("out.q")));
+        }
+        equal.push(vector_loop(body));
+        if sparse_out {
+            equal.push(assign("out.q", Expr::add(i64v(&q0), i64v(&len))));
+        }
+        equal.extend(its.iter().map(|i| assign(&i.p, i64v(&i.end))));
+        let mut same_len: Vec<Expr> = rest
+            .iter()
+            .map(|i| cmp(BinOp::Eq, seg_len(i), i64v(&len)))
+            .collect();
+        same_len.push(cmp(BinOp::Le, i64v(&len), Expr::i64(EQUAL_SEGMENT_MAX)));
+        Ok(vec![
+            let_(&len, seg_len(first)),
+            Stmt::If {
+                cond: and_all(same_len),
+                then_body: vec![
+                    decl(&diff, Expr::i64(0)),
+                    check,
+                    Stmt::If {
+                        cond: cmp(BinOp::Eq, i64v(&diff), Expr::i64(0)),
+                        then_body: equal,
+                        else_body: vec![],
+                    },
+                ],
+                else_body: vec![],
+            },
+        ])
     }
 
     /// Moves iterator `i` to the first position whose coordinate is at least `target`:
