@@ -307,29 +307,38 @@ fn transpose_allowed() -> Option<Coiteration> {
     })
 }
 
+type Entries = BTreeMap<(usize, usize), f64>;
+
+/// Entries of A and B over patterns `pa` and `pb` (values 1 and 7), as inputs, with their
+/// sum (the union; an entry present in both holds the sum) and their element-wise product
+/// (the intersection).
+fn add_and_mul(
+    shape: (usize, usize),
+    pa: &Pattern,
+    pb: &Pattern,
+) -> (BTreeMap<String, Input>, Entries, Entries) {
+    let (va, vb) = (values_for(pa, 1), values_for(pb, 7));
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(shape, &va))),
+        ("B".to_string(), Input::Coo(coo(shape, &vb))),
+    ]);
+    let mut sum = va.clone();
+    for (k, v) in &vb {
+        *sum.entry(*k).or_insert(0.0) += v;
+    }
+    let product = va
+        .iter()
+        .filter_map(|(k, a)| vb.get(k).map(|b| (*k, a * b)))
+        .collect();
+    (inputs, sum, product)
+}
+
 #[test]
 fn spadd_and_spmul_match_the_dense_reference() {
     let all = cases(operands(), cases_count());
     let data: Vec<_> = all
         .iter()
-        .map(|(m, n, pa, pb)| {
-            let (va, vb) = (values_for(pa, 1), values_for(pb, 7));
-            let inputs = BTreeMap::from([
-                ("A".to_string(), Input::Coo(coo((*m, *n), &va))),
-                ("B".to_string(), Input::Coo(coo((*m, *n), &vb))),
-            ]);
-            // SpAdd: the union; an entry present in both holds the sum.
-            let mut sum = va.clone();
-            for (k, v) in &vb {
-                *sum.entry(*k).or_insert(0.0) += v;
-            }
-            // Element-wise multiply: the intersection.
-            let product: BTreeMap<_, _> = va
-                .iter()
-                .filter_map(|(k, a)| vb.get(k).map(|b| (*k, a * b)))
-                .collect();
-            (inputs, sum, product)
-        })
+        .map(|(m, n, pa, pb)| add_and_mul((*m, *n), pa, pb))
         .collect();
     let mut combos: Vec<[&str; 3]> = Vec::new();
     for fa in INPUT_FORMATS {
@@ -1788,7 +1797,6 @@ fn equal_segments_take_vector_loops() {
         (shared.clone(), moved.clone()),
         (shared.clone(), other.clone()),
     ];
-    let entries = |p: &Pattern, seed| values_for(p, seed);
     for (fa, fb) in [("csr", "csr"), ("dcsr", "csr"), ("coo", "coo")] {
         for fc in ["csr", "map = (i, j) -> (i : dense, j : dense)"] {
             let formats = [("A", fa), ("B", fb), ("C", fc)];
@@ -1813,19 +1821,7 @@ fn equal_segments_take_vector_loops() {
                 }
             }
             for (pa, pb) in &pairs {
-                let (va, vb) = (entries(pa, 1), entries(pb, 7));
-                let inputs = BTreeMap::from([
-                    ("A".to_string(), Input::Coo(coo((m, n), &va))),
-                    ("B".to_string(), Input::Coo(coo((m, n), &vb))),
-                ]);
-                let mut sum = va.clone();
-                for (k, v) in &vb {
-                    *sum.entry(*k).or_insert(0.0) += v;
-                }
-                let product: BTreeMap<_, _> = va
-                    .iter()
-                    .filter_map(|(k, a)| vb.get(k).map(|b| (*k, a * b)))
-                    .collect();
+                let (inputs, sum, product) = add_and_mul((m, n), pa, pb);
                 let dense = fc.contains("dense, j : dense");
                 let full = |want: &BTreeMap<(usize, usize), f64>| {
                     if !dense {
@@ -1857,7 +1853,7 @@ fn equal_segments_take_vector_loops() {
     ));
     assert!(lacuna::stage2::print_func(&add3.k.compute).contains(".eq.len"));
     for (pb, pd) in [(&shared, &shared), (&shared, &moved), (&moved, &other)] {
-        let (va, vb, vd) = (entries(&shared, 1), entries(pb, 7), entries(pd, 3));
+        let (va, vb, vd) = (values_for(&shared, 1), values_for(pb, 7), values_for(pd, 3));
         let inputs = BTreeMap::from([
             ("A".to_string(), Input::Coo(coo((m, n), &va))),
             ("B".to_string(), Input::Coo(coo((m, n), &vb))),
