@@ -2106,23 +2106,25 @@ fn run_one_pass_chunks(
         // rows are a sub-range whose entries fit its region, written by no other chunk.
         unsafe { kernel.run_raw(&mine) }.map_err(|e| e.to_string())
     };
-    // The calling thread runs the first chunk while the pool's workers take the others: a
-    // sleeping worker wakes up in about 0.1 ms on this VM, the length of a chunk here.
-    let mut results: Vec<Result<(), String>> = vec![Ok(()); chunks.len()];
-    rayon::in_place_scope(|s| {
-        let mut slots = chunks.iter().zip(results.iter_mut());
-        let first = slots.next();
-        for (c, slot) in slots {
-            let run_chunk = &run_chunk;
-            s.spawn(move |_| *slot = run_chunk(c));
-        }
-        if let Some((c, slot)) = first {
-            *slot = run_chunk(c);
+    // The calling thread runs the first chunk while the pool's workers take the others, as
+    // the parallel loops of generated code run (spinning, not asleep: a sleeping worker wakes
+    // up in about 0.1 ms on this VM, the length of a chunk here).
+    let results: Vec<std::sync::Mutex<Result<(), String>>> = chunks
+        .iter()
+        .map(|_| std::sync::Mutex::new(Ok(())))
+        .collect();
+    lacuna_target::run_on_pool(chunks.len(), &|k| {
+        let r = run_chunk(&chunks[k]);
+        if let Ok(mut slot) = results[k].lock() {
+            *slot = r;
         }
     });
     results
         .into_iter()
-        .collect::<Result<(), String>>()
+        .try_for_each(|slot| {
+            slot.into_inner()
+                .unwrap_or_else(|_| Err("a chunk's result was lost".into()))
+        })
         .map_err(|what| {
             DriverError::Coiter(lacuna_stage2::coiter::CoiterError::Run {
                 pass: kernel.name().to_string(),

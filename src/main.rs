@@ -435,14 +435,19 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 }
                 _ => None,
             };
-            let report = lacuna::driver::run_kernel_scheduled(
-                &p,
-                schedule.as_ref().or(default.as_ref()),
-                &input_data,
-                &param_values,
-                target,
-                repeat,
-            )?;
+            // On a worker of the pool, so that parallel sections see it as one of theirs: it runs
+            // a chunk, the other workers the rest (from outside, it would be one thread more
+            // than the pool's, and than the CPUs, while workers spin between sections).
+            let report = rayon::scope(|_| {
+                lacuna::driver::run_kernel_scheduled(
+                    &p,
+                    schedule.as_ref().or(default.as_ref()),
+                    &input_data,
+                    &param_values,
+                    target,
+                    repeat,
+                )
+            })?;
             for (name, file) in &out_files {
                 write_output(name, &report.outputs[name], file)?;
             }

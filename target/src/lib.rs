@@ -49,7 +49,7 @@ pub use machine::{
     host_masks_long_rows, host_prefetches_rows,
 };
 pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
-pub use parallel::{pool_builder, MAX_THREADS, SPIN_MICROS};
+pub use parallel::{pool_builder, run_on_pool, MAX_THREADS, SPIN_MICROS};
 pub use vecload::with_cpu_vector_loads;
 
 use inkwell::context::Context;

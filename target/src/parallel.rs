@@ -44,6 +44,13 @@ struct Shared(*mut u8);
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
+impl Shared {
+    /// The context (a method, so that closures capture `Shared`, not the raw pointer).
+    fn ptr(&self) -> *mut u8 {
+        self.0
+    }
+}
+
 /// What a row costs in the balance of parallel chunks over a row-pointer array, in stored
 /// entries: its setup, the horizontal sum of its vector lanes and its store (merge-path
 /// partitioning counts 1). SpMV, two threads, `lacuna bench` side by side (session 12, ms; 0
@@ -106,56 +113,67 @@ pub(crate) unsafe extern "C" fn lacuna_rt_parallel_for(
     } else {
         row_chunks(lo, hi, chunks, None)
     };
-    // A loop run by a job this thread takes while waiting restores the flag it found.
-    let inside = rayon::current_thread_index().is_some();
-    let outer = IN_PARALLEL_FOR.with(|f| f.replace(inside));
-    // SAFETY: forwarded (the chunks are disjoint row ranges of an independent loop).
-    unsafe { run_chunks(body, ctx, &bounds) };
-    IN_PARALLEL_FOR.with(|f| f.set(outer));
-    // A worker caller runs the next loop's first chunk itself; one from outside the pool
-    // leaves every chunk after its first to the workers.
-    let helpers = if inside { workers - 1 } else { workers };
-    keep_workers_awake(helpers as usize, spin_time());
+    let shared = Shared(ctx);
+    let run = |k: usize| {
+        let (a, b) = (bounds[k], bounds[k + 1]);
+        if a < b {
+            // SAFETY: disjoint row ranges of an independent loop, each run once; `ctx` outlives
+            // the call.
+            unsafe { body(shared.ptr(), a, b) };
+        }
+    };
+    run_on_pool(bounds.len() - 1, &run);
 }
 
-/// Runs a parallel loop's chunks: those after the first go to the pool as jobs, the caller runs
-/// the first and then waits for the others by spinning, running pending jobs of the pool
-/// meanwhile where it is a worker (its own chunks, if no other worker took them), never on a
-/// lock: neither side waits for a sleeping thread to be woken. Rayon's own paths wait on a
-/// lock: from outside the pool, a job injected and a lock waited on took 0.040 ms at two
-/// threads on citeseer_features' SpMV against 0.030 ms at one; from a worker, `join` puts the
-/// caller to sleep once its chunk ends well before the other's, and waking it took longer
-/// than the loop: SpMV on cage10 (sliced ELL) at two threads ran every other time in 0.055 to
-/// 0.080 ms instead of 0.027, its median above one thread's (session 21, Intel Xeon).
+/// Runs `f(0)`, ..., `f(n - 1)` on rayon's current pool, each once, and returns when all have
+/// returned: the calls after the first go to the pool as jobs, the caller runs the first and
+/// then waits for the others by spinning, running pending jobs of the pool meanwhile where it
+/// is a worker (its own calls, if no other worker took them), never on a lock: neither side
+/// waits for a sleeping thread to be woken. Afterwards the pool's other workers stay awake for
+/// [`SPIN_MICROS`] to take the next parallel section's jobs at once. Parallel loops of
+/// generated code and the chunks of co-iteration results run this way.
 ///
-/// # Safety
-/// As [`lacuna_rt_parallel_for`]; `bounds` are its chunks' bounds. The jobs end before this
-/// returns, so `ctx` outlives them.
-unsafe fn run_chunks(body: BodyFn, ctx: *mut u8, bounds: &[i64]) {
-    use std::sync::Arc;
-    let chunks = bounds.len() - 1;
-    let done = Arc::new(AtomicUsize::new(0));
-    for k in 1..chunks {
-        let (a, b) = (bounds[k], bounds[k + 1]);
-        let shared = Shared(ctx);
-        let done = Arc::clone(&done);
+/// Rayon's own paths wait on a lock: from outside the pool, a job injected and a lock waited
+/// on took 0.040 ms at two threads on citeseer_features' SpMV against 0.030 ms at one; from a
+/// worker, `join` puts the caller to sleep once its chunk ends well before the other's, and
+/// waking it took longer than the loop: SpMV on cage10 (sliced ELL) at two threads ran every
+/// other time in 0.055 to 0.080 ms instead of 0.027, its median above one thread's (session
+/// 21, Intel Xeon).
+///
+/// A panic of `f(0)` propagates once the other calls have returned; the others must not panic
+/// (a panicking job aborts, as rayon's `spawn` does).
+pub fn run_on_pool(n: usize, f: &(dyn Fn(usize) + Sync)) {
+    let workers = rayon::current_num_threads().max(1);
+    if n <= 1 || workers == 1 {
+        (0..n).for_each(f);
+        return;
+    }
+    // A loop run by a job this thread takes while waiting restores the flag it found.
+    let inside = rayon::current_thread_index().is_some();
+    let outer = IN_PARALLEL_FOR.with(|flag| flag.replace(inside));
+    // The jobs reach `f` through a pointer whose lifetime is erased: this function returns
+    // only after every job has ended (also when `f(0)` panics), so `f` outlives them.
+    struct Call(*const (dyn Fn(usize) + Sync));
+    // SAFETY: `f` is `Sync`, and outlives the jobs (see above).
+    unsafe impl Send for Call {}
+    let done = std::sync::Arc::new(AtomicUsize::new(0));
+    for k in 1..n {
+        // SAFETY: only the lifetime changes; see `Call`.
+        let call = Call(unsafe {
+            std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f)
+        });
+        let done = std::sync::Arc::clone(&done);
         rayon::spawn(move || {
-            let shared = shared;
-            if a < b {
-                // SAFETY: disjoint row ranges of an independent loop; the caller waits for
-                // this job before `ctx` goes away.
-                unsafe { body(shared.0, a, b) };
-            }
+            let call = call;
+            // SAFETY: the caller waits for this job before `f` goes away.
+            unsafe { (*call.0)(k) };
             done.fetch_add(1, AcqRel);
         });
     }
-    if bounds[0] < bounds[1] {
-        // SAFETY: the first chunk, disjoint from the jobs'.
-        unsafe { body(ctx, bounds[0], bounds[1]) };
-    }
+    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(0)));
     let mut spins = 0u32;
-    while done.load(Acquire) < chunks - 1 {
-        // A worker runs what is pending (a chunk of its own no one took); outside the pool
+    while done.load(Acquire) < n - 1 {
+        // A worker runs what is pending (a call of its own no one took); outside the pool
         // there is nothing to run.
         if let Some(rayon::Yield::Executed) = rayon::yield_now() {
             continue;
@@ -166,6 +184,13 @@ unsafe fn run_chunks(body: BodyFn, ctx: *mut u8, bounds: &[i64]) {
         } else {
             std::thread::yield_now();
         }
+    }
+    IN_PARALLEL_FOR.with(|flag| flag.set(outer));
+    // A worker caller runs the next section's first call itself; one from outside the pool
+    // leaves every call after its first to the workers.
+    keep_workers_awake(if inside { workers - 1 } else { workers }, spin_time());
+    if let Err(panic) = first {
+        std::panic::resume_unwind(panic);
     }
 }
 
@@ -219,9 +244,13 @@ fn keep_workers_awake(helpers: usize, spin: std::time::Duration) {
     if running + pending >= helpers || !claim(&SPINNERS_PENDING, helpers) {
         return;
     }
+    // The caller goes on with its own work: a spinner it picks up itself (waiting in some
+    // other parallel section of its own) would hold that work up for the spin time.
+    let spawner = rayon::current_thread_index();
     rayon::spawn(move || {
         SPINNERS_PENDING.fetch_sub(1, AcqRel);
-        if IN_PARALLEL_FOR.with(|f| f.get()) || !claim(&SPINNERS_RUNNING, helpers) {
+        let own = spawner.is_some() && rayon::current_thread_index() == spawner;
+        if own || IN_PARALLEL_FOR.with(|f| f.get()) || !claim(&SPINNERS_RUNNING, helpers) {
             return;
         }
         let mut last = std::time::Instant::now();
@@ -570,7 +599,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
 #[cfg(test)]
 mod tests {
     use super::{
-        allowed_cpus, lacuna_rt_parallel_for, pool_builder, row_chunks, ROW_WEIGHT,
+        allowed_cpus, lacuna_rt_parallel_for, pool_builder, row_chunks, run_on_pool, ROW_WEIGHT,
         SPINNERS_PENDING, SPINNERS_RUNNING,
     };
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -617,6 +646,49 @@ mod tests {
     /// Called from a worker (the pool's own path) and from a thread outside any pool (chunks
     /// as jobs, the caller spinning until they end), at 1 to 4 workers, back to back (the
     /// spinning workers take the next loop's chunks): each row runs exactly once.
+    /// `run_on_pool` calls every index once, from a worker and from outside the pool, at 1 to
+    /// 3 workers; a panic of the caller's own call reaches the caller after the other calls
+    /// have ended.
+    #[test]
+    fn run_on_pool_calls_every_index_once() {
+        let once = |n: usize| {
+            let hits: Vec<AtomicU32> = (0..n).map(|_| AtomicU32::new(0)).collect();
+            run_on_pool(n, &|k| {
+                hits[k].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(
+                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                "{n} calls"
+            );
+        };
+        for threads in 1..=3 {
+            let pool = pool_builder(threads).build().expect("a pool");
+            for n in [0, 1, 2, 3, 5, 64] {
+                pool.install(|| once(n));
+                once(n);
+            }
+        }
+        let pool = pool_builder(2).build().expect("a pool");
+        let others = AtomicU32::new(0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.install(|| {
+                run_on_pool(4, &|k| {
+                    if k == 0 {
+                        panic!("the first call");
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    others.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+        }));
+        assert!(r.is_err(), "the panic reaches the caller");
+        assert_eq!(
+            others.load(Ordering::Relaxed),
+            3,
+            "after the other calls ended"
+        );
+    }
+
     /// A worker's parallel loop whose chunks no other worker takes (every other worker busy
     /// until the loop ends) runs them itself while it waits, instead of waiting forever.
     #[test]
