@@ -151,23 +151,26 @@ pub fn run_on_pool(n: usize, f: &(dyn Fn(usize) + Sync)) {
     // A loop run by a job this thread takes while waiting restores the flag it found.
     let inside = rayon::current_thread_index().is_some();
     let outer = IN_PARALLEL_FOR.with(|flag| flag.replace(inside));
-    // The jobs reach `f` through a pointer whose lifetime is erased: this function returns
-    // only after every job has ended (also when `f(0)` panics), so `f` outlives them.
-    struct Call(*const (dyn Fn(usize) + Sync));
-    // SAFETY: `f` is `Sync`, and outlives the jobs (see above).
+    // The jobs reach `f` and the counter of ended jobs through pointers whose lifetimes are
+    // erased: this function returns only after every job has counted itself, its last access
+    // to either (also when `f(0)` panics), so both outlive the jobs.
+    let done = AtomicUsize::new(0);
+    struct Call(*const (dyn Fn(usize) + Sync), *const AtomicUsize);
+    // SAFETY: `f` is `Sync`, the counter atomic; both outlive the jobs (see above).
     unsafe impl Send for Call {}
-    let done = std::sync::Arc::new(AtomicUsize::new(0));
     for k in 1..n {
         // SAFETY: only the lifetime changes; see `Call`.
-        let call = Call(unsafe {
+        let f = unsafe {
             std::mem::transmute::<&(dyn Fn(usize) + Sync), &'static (dyn Fn(usize) + Sync)>(f)
-        });
-        let done = std::sync::Arc::clone(&done);
+        };
+        let call = Call(f, &done);
         rayon::spawn(move || {
             let call = call;
-            // SAFETY: the caller waits for this job before `f` goes away.
-            unsafe { (*call.0)(k) };
-            done.fetch_add(1, AcqRel);
+            // SAFETY: the caller waits for this job's count before `f` and `done` go away.
+            unsafe {
+                (*call.0)(k);
+                (*call.1).fetch_add(1, AcqRel);
+            }
         });
     }
     let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(0)));
@@ -643,9 +646,6 @@ mod tests {
         );
     }
 
-    /// Called from a worker (the pool's own path) and from a thread outside any pool (chunks
-    /// as jobs, the caller spinning until they end), at 1 to 4 workers, back to back (the
-    /// spinning workers take the next loop's chunks): each row runs exactly once.
     /// `run_on_pool` calls every index once, from a worker and from outside the pool, at 1 to
     /// 3 workers; a panic of the caller's own call reaches the caller after the other calls
     /// have ended.
@@ -719,6 +719,9 @@ mod tests {
         }
     }
 
+    /// Called from a worker and from a thread outside any pool (chunks as jobs, the caller
+    /// spinning until they end), at 1 to 4 workers, back to back (the spinning workers take
+    /// the next loop's chunks): each row runs exactly once.
     #[test]
     fn parallel_for_runs_every_row_once_inside_and_outside_the_pool() {
         for threads in 1..=4 {

@@ -1124,23 +1124,16 @@ impl Gen<'_> {
         let q0 = self.fresh("out.q0");
         let seg_len = |i: &It| Expr::sub(i64v(&i.end), i64v(&i.lo));
         let at = |i: &It| Expr::add(i64v(&i.lo), i64v(&t));
-        let annotated = |key: &str, value: i64, body: Vec<Stmt>| Stmt::Attr {
-            key: key.into(),
-            value: Expr::i64(value),
-            body,
-        };
-        let vector_loop = |body: Vec<Stmt>| {
-            annotated(
-                "masked",
-                1,
-                vec![Stmt::For {
-                    var: t.clone(),
-                    start: Expr::i64(0),
-                    end: i64v(&len),
-                    kind: ForKind::Vectorized,
-                    body,
-                }],
-            )
+        let vector_loop = |body: Vec<Stmt>| Stmt::Attr {
+            key: "masked".into(),
+            value: Expr::i64(1),
+            body: vec![Stmt::For {
+                var: t.clone(),
+                start: Expr::i64(0),
+                end: i64v(&len),
+                kind: ForKind::Vectorized,
+                body,
+            }],
         };
         // Σ over positions and operands of [coordinate ≠ the first operand's] (a sum, not a
         // short-circuit `||`, whose branches would keep the loop scalar).
