@@ -1832,15 +1832,12 @@ pub fn run_coiteration(
     };
     let conversion_seconds = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
-    let compiled = match target {
-        Target::Jit => Some(CompiledCoKernel::new(&k)?),
-        _ => None,
-    };
+    let exe = CoExecutable::new(k, target)?;
     compile_seconds += t2.elapsed().as_secs_f64();
     // The arrays every function only reads stay bound across runs, as a caller running the
     // kernel repeatedly keeps its operands; the others (results, scratch) and the parameters
     // start each run as bound.
-    let read_only = read_only_buffers(&k);
+    let read_only = read_only_buffers(&exe.kernel);
     let fresh = Bindings {
         params: b.params.clone(),
         axes: BTreeMap::new(),
@@ -1851,28 +1848,28 @@ pub fn run_coiteration(
             .map(|(name, a)| (name.clone(), a.clone()))
             .collect(),
     };
+    // `b` is what `exe`'s kernel bound (narrowed by it above).
+    let mut data = CoData { b, owner: exe.id };
     let mut run_seconds = Vec::new();
     let mut result = None;
     for _ in 0..repeat.max(1) {
-        b.params = fresh.params.clone();
+        data.b.params = fresh.params.clone();
         for (name, a) in &fresh.buffers {
-            b.buffers.insert(name.clone(), a.clone());
+            data.b.buffers.insert(name.clone(), a.clone());
         }
         // Each run after the first writes into the previous run's result, as a caller
         // running the kernel repeatedly would reuse it; the first runs into fresh memory.
         if let Some(previous) = result.take() {
-            k.recycle(&mut b, previous);
+            exe.recycle(&mut data, previous);
         }
         let t = Instant::now();
-        // SAFETY: `compiled` is `k`'s; `b` holds what `k.bind` returned, restored before each
-        // run, and the previous result recycled by `k`.
-        let out = unsafe { coiteration_once(&k, compiled.as_ref(), target, &mut b, inputs)? };
+        let out = exe.run(&mut data, inputs)?;
         run_seconds.push(t.elapsed().as_secs_f64());
         result = Some(out);
     }
     let mut outputs = BTreeMap::new();
     outputs.insert(
-        k.assignment.output().name.clone(),
+        exe.kernel.assignment.output().name.clone(),
         result.expect("ran at least once"),
     );
     Ok(RunReport {
@@ -1881,7 +1878,7 @@ pub fn run_coiteration(
         preprocess_seconds: 0.0,
         run_seconds,
         outputs,
-        params: b.params,
+        params: data.b.params,
     })
 }
 
@@ -1981,6 +1978,140 @@ impl CompiledCoKernel {
     }
 }
 
+/// A co-iteration kernel with its compiled functions for one target, built together: the
+/// safe way to run one. Data is bound by the executable itself ([`CoExecutable::bind`]) and
+/// changed only by it (runs, [`CoExecutable::recycle`], [`CoExecutable::narrow`]), so machine
+/// code that does no bounds checks never sees another kernel's data, or data a caller edited.
+pub struct CoExecutable {
+    kernel: lacuna_stage2::coiter::CoKernel,
+    /// Built from `kernel`, for [`Target::Jit`].
+    compiled: Option<CompiledCoKernel>,
+    target: Target,
+    /// Tells the data this executable bound from any other's ([`CoData::owner`]).
+    id: u64,
+}
+
+/// Data bound for one [`CoExecutable`]: its operands converted into the planned storage, the
+/// result's arrays and the parameters. Readable ([`CoData::bindings`]); only the executable
+/// that owns it changes it.
+#[derive(Clone, Debug)]
+pub struct CoData {
+    b: Bindings,
+    /// The [`CoExecutable::id`] of the executable the data is bound for.
+    owner: u64,
+}
+
+impl CoData {
+    /// The bound arrays and parameters.
+    pub fn bindings(&self) -> &Bindings {
+        &self.b
+    }
+}
+
+impl CoExecutable {
+    /// Compiles `kernel` for `target` (its functions for the JIT; nothing for the
+    /// interpreters). CUDA targets do not run co-iteration kernels.
+    pub fn new(
+        kernel: lacuna_stage2::coiter::CoKernel,
+        target: Target,
+    ) -> Result<CoExecutable, DriverError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        if let Target::Cuda(_) = target {
+            return Err(DriverError::Coiter(
+                lacuna_stage2::coiter::CoiterError::Unsupported {
+                    what: "GPU code generation of co-iteration kernels".into(),
+                },
+            ));
+        }
+        let compiled = match target {
+            Target::Jit => Some(CompiledCoKernel::new(&kernel)?),
+            _ => None,
+        };
+        Ok(CoExecutable {
+            kernel,
+            compiled,
+            target,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &lacuna_stage2::coiter::CoKernel {
+        &self.kernel
+    }
+
+    /// The target it runs on.
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// Binds parameters from the inputs' shapes, converts the inputs into the planned storage
+    /// and allocates the result ([`lacuna_stage2::coiter::CoKernel::bind`]).
+    pub fn bind(
+        &self,
+        inputs: &BTreeMap<String, Input>,
+        params: &BTreeMap<String, i64>,
+    ) -> Result<CoData, DriverError> {
+        Ok(CoData {
+            b: self.kernel.bind(inputs, params)?,
+            owner: self.id,
+        })
+    }
+
+    /// Hands `data`, bound by `self`, over to `narrow` (`self`'s kernel with 32-bit indices,
+    /// [`lacuna_stage2::coiter::CoKernel::with_index`]) when every index it holds fits
+    /// ([`lacuna_stage2::coiter::CoKernel::narrow_bindings`]); returns whether it did. Data
+    /// of another executable, or a `narrow` of another kernel or target, stays as it is.
+    pub fn narrow(&self, narrow: &CoExecutable, data: &mut CoData) -> bool {
+        let ok = data.owner == self.id
+            && narrow.target == self.target
+            && self.kernel.narrow_bindings(&narrow.kernel, &mut data.b);
+        if ok {
+            data.owner = narrow.id;
+        }
+        ok
+    }
+
+    /// Lets the next run write into `previous`'s storage, a result of this executable
+    /// ([`lacuna_stage2::coiter::CoKernel::recycle`], which drops storage it cannot use).
+    /// Nothing happens to data another executable bound.
+    pub fn recycle(&self, data: &mut CoData, previous: Output) {
+        if data.owner == self.id {
+            self.kernel.recycle(&mut data.b, previous);
+        }
+    }
+
+    /// One run on `data` (see [`coiteration_once`]); `inputs` are those `data` was bound
+    /// from (the stage-I reference reads them). Data another executable bound is refused.
+    pub fn run(
+        &self,
+        data: &mut CoData,
+        inputs: &BTreeMap<String, Input>,
+    ) -> Result<Output, DriverError> {
+        if data.owner != self.id {
+            return Err(DriverError::Coiter(
+                lacuna_stage2::coiter::CoiterError::Run {
+                    pass: self.kernel.compute.name.clone(),
+                    what: "the data was bound for another kernel".into(),
+                },
+            ));
+        }
+        // SAFETY: `compiled` was built from `kernel` (`new`), and `data` is what this
+        // executable bound (its `owner`), changed since only by its runs, `recycle` and, on
+        // the way to it, `narrow` from the kernel it narrows.
+        unsafe {
+            coiteration_once(
+                &self.kernel,
+                self.compiled.as_ref(),
+                self.target,
+                &mut data.b,
+                inputs,
+            )
+        }
+    }
+}
+
 /// One run of a co-iteration kernel bound in `b` (see
 /// [`lacuna_stage2::coiter::CoKernel::bind`]): the compiled functions when given (on up to
 /// [`ONE_PASS_MAX_THREADS`] threads, the one-pass function where the kernel has one, in chunks
@@ -1993,7 +2124,7 @@ impl CompiledCoKernel {
 /// The compiled functions do no bounds checks: `compiled` was built from `k`
 /// ([`CompiledCoKernel::new`]), and `b` is what `k.bind` returned (or `narrow_bindings` made
 /// of it for `k`), changed since only by earlier runs and `k.recycle`.
-pub unsafe fn coiteration_once(
+unsafe fn coiteration_once(
     k: &lacuna_stage2::coiter::CoKernel,
     compiled: Option<&CompiledCoKernel>,
     target: Target,

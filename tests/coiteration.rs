@@ -5,7 +5,9 @@
 //! Also: golden merge lattices, and the typed errors (galloping on a union, inconsistent level
 //! orders, mismatched shapes).
 
-use lacuna::driver::{parse_kernel_with_formats, run_coiteration, DriverError, Target};
+use lacuna::driver::{
+    parse_kernel_with_formats, run_coiteration, CoData, CoExecutable, DriverError, Target,
+};
 use lacuna::ir::{ArrayData, CooTensor, DenseArray};
 use lacuna::stage1::{BinOp, Coiteration, Input, Merge, Output, Program, Stmt};
 use lacuna::stage2::coiter::{lattice, CoKernel, CoiterError, Pass, TExpr};
@@ -515,27 +517,52 @@ fn rough_pair(
     ])
 }
 
-/// One run of `k` through the driver (compiled functions for the JIT target) on a pool of
-/// `threads` workers, from a copy of the bindings `fresh`, which every caller takes from
-/// `k.bind` (possibly with a result recycled by `k`), with `compiled` built from `k`.
+/// `k` built for the JIT (its compiled functions) and for the stage-II interpreter.
+struct Executables {
+    jit: CoExecutable,
+    interp: CoExecutable,
+}
+
+impl Executables {
+    fn new(k: &CoKernel) -> Executables {
+        Executables {
+            jit: CoExecutable::new(k.clone(), Target::Jit).expect("compiles"),
+            interp: CoExecutable::new(k.clone(), Target::Interp).expect("builds"),
+        }
+    }
+
+    fn of(&self, target: Target) -> &CoExecutable {
+        match target {
+            Target::Jit => &self.jit,
+            _ => &self.interp,
+        }
+    }
+
+    /// One run of the executable for `target` on `inputs`, bound afresh.
+    fn run(&self, inputs: &BTreeMap<String, Input>, threads: usize, target: Target) -> Output {
+        let exe = self.of(target);
+        run_once(
+            exe,
+            &exe.bind(inputs, &BTreeMap::new()).expect("binds"),
+            inputs,
+            threads,
+        )
+    }
+}
+
+/// One run of `exe` through the driver on a pool of `threads` workers, from a copy of `data`
+/// (bound by `exe`, possibly with a result recycled).
 fn run_once(
-    k: &CoKernel,
-    compiled: &lacuna::driver::CompiledCoKernel,
-    fresh: &lacuna::stage1::Bindings,
+    exe: &CoExecutable,
+    data: &CoData,
     inputs: &BTreeMap<String, Input>,
     threads: usize,
-    target: Target,
 ) -> Output {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .expect("pool");
-    pool.install(|| {
-        let mut b = fresh.clone();
-        let c = (target == Target::Jit).then_some(compiled);
-        // SAFETY: `compiled` was built from `k` and `fresh` is `k.bind`'s (callers' contract).
-        unsafe { lacuna::driver::coiteration_once(k, c, target, &mut b, inputs) }.expect("runs")
-    })
+    pool.install(|| exe.run(&mut data.clone(), inputs).expect("runs"))
 }
 
 /// Data whose coordinates do not fit in `i32` keeps 64-bit indices: `narrowed` declines, the
@@ -614,11 +641,10 @@ fn parallel_workspace_rows_are_bit_identical_to_serial() {
         let p = kernel("spgemm", &[("C", fc)], None);
         let k = CoKernel::new(&p).expect("compiles");
         assert!(k.plan.parallel_rows, "spgemm rows run in chunks");
-        let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
+        let exes = Executables::new(&k);
         for (pa, pb) in &operands {
             let inputs = rough_pair((m, l), pa, 1, (l, n), pb, 2);
-            let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
-            let run = |threads, target| run_once(&k, &compiled, &fresh, &inputs, threads, target);
+            let run = |threads, target| exes.run(&inputs, threads, target);
             let serial = run(1, Target::Jit);
             let interp = run(1, Target::Interp);
             let bits_of = |o: &Output| {
@@ -675,12 +701,10 @@ fn chunked_one_pass_is_bit_identical_to_serial() {
                 continue;
             }
             kinds.push(k.one_pass_row_positions().is_some());
-            let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
+            let exes = Executables::new(&k);
             for (pa, pb) in &cases {
                 let inputs = rough_pair((m, n), pa, 1, (m, n), pb, 2);
-                let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
-                let run =
-                    |threads, target| run_once(&k, &compiled, &fresh, &inputs, threads, target);
+                let run = |threads, target| exes.run(&inputs, threads, target);
                 let serial = run(1, Target::Jit);
                 let interp = run(1, Target::Interp);
                 assert_eq!(serial, interp, "{name} {fa}: JIT vs interpreter");
@@ -774,14 +798,69 @@ fn two_threads_chunk_only_large_switching_merges() {
     assert!(!one_pass_in_chunks(&k, &small, 2));
 
     // Two chunks on two threads give the serial result, bit for bit.
-    let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
+    let exes = Executables::new(&k);
     let inputs = rough_pair((m, n), &even, 1, (m, n), &odd, 2);
-    let serial = run_once(&k, &compiled, &large, &inputs, 1, Target::Jit);
-    assert_eq!(
-        run_once(&k, &compiled, &large, &inputs, 2, Target::Jit),
-        serial
-    );
+    let serial = exes.run(&inputs, 1, Target::Jit);
+    assert_eq!(exes.run(&inputs, 2, Target::Jit), serial);
     assert_eq!(serial.to_coo().expect("sparse").values.len(), m * width);
+}
+
+/// An executable runs only the data it bound itself (or narrowed to it): another
+/// executable's data, even of the same kernel, gets a typed error and is left as it was, and
+/// neither `narrow` nor `recycle` takes data they do not own.
+#[test]
+fn executables_refuse_data_bound_by_another() {
+    let p = kernel("spadd", &[], None);
+    let k = CoKernel::new(&p).expect("compiles");
+    let wide = Executables::new(&k);
+    let narrow = CoExecutable::new(
+        k.with_index(lacuna::ir::DType::I32).expect("lowers"),
+        Target::Jit,
+    )
+    .expect("compiles");
+    let bits: Vec<bool> = (0..97).map(|x| (x * 37 + 11) % 7 < 2).collect();
+    let inputs = rough_pair(
+        (9, 7),
+        &pattern(9, 7, &bits),
+        1,
+        (9, 7),
+        &pattern(9, 7, &bits[4..]),
+        2,
+    );
+    let want = wide.run(&inputs, 1, Target::Interp);
+    let data = wide.jit.bind(&inputs, &BTreeMap::new()).expect("binds");
+    for other in [&wide.interp, &narrow] {
+        let mut d = data.clone();
+        match other.run(&mut d, &inputs) {
+            Err(DriverError::Coiter(CoiterError::Run { what, .. })) => {
+                assert!(what.contains("bound for another kernel"), "{what}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(d.bindings(), data.bindings(), "refused data is unchanged");
+    }
+    // `narrow` hands data over only from the executable that bound it.
+    let mut d = data.clone();
+    assert!(
+        !wide.interp.narrow(&narrow, &mut d),
+        "not the interpreter's data"
+    );
+    assert!(
+        !narrow.narrow(&wide.jit, &mut d),
+        "not the narrow kernel's data"
+    );
+    assert_eq!(d.bindings(), data.bindings());
+    assert!(wide.jit.narrow(&narrow, &mut d), "small data narrows");
+    assert_eq!(run_once(&narrow, &d, &inputs, 1), want);
+    assert!(
+        wide.jit.run(&mut d.clone(), &inputs).is_err(),
+        "handed over"
+    );
+    // `recycle` ignores another executable's data.
+    let mut d = data.clone();
+    wide.interp.recycle(&mut d, want.clone());
+    assert_eq!(d.bindings(), data.bindings());
+    assert_eq!(run_once(&wide.jit, &d, &inputs, 1), want);
 }
 
 /// A run handed the previous run's result (`CoKernel::recycle`, as `lacuna run --repeat` does)
@@ -803,8 +882,9 @@ fn recycled_results_equal_fresh_ones() {
     for name in ["spadd", "spmul"] {
         let p = kernel(name, &[("A", "csr")], None);
         let k = CoKernel::new(&p).expect("compiles");
-        let compiled = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
+        let exes = Executables::new(&k);
         for (threads, target) in [(1, Target::Jit), (3, Target::Jit), (1, Target::Interp)] {
+            let exe = exes.of(target);
             let mut previous: Option<Output> = None;
             for (round, (pa, pb)) in patterns.iter().chain(patterns.iter().rev()).enumerate() {
                 let inputs = BTreeMap::from([
@@ -817,24 +897,17 @@ fn recycled_results_equal_fresh_ones() {
                         Input::Coo(coo((m, n), &rough_values(pb, 9))),
                     ),
                 ]);
-                let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
-                let want = run_once(&k, &compiled, &fresh, &inputs, threads, target);
-                let mut b = fresh.clone();
+                let fresh = exe.bind(&inputs, &BTreeMap::new()).expect("binds");
+                let want = run_once(exe, &fresh, &inputs, threads);
+                let mut data = fresh.clone();
                 if let Some(prev) = previous.take() {
-                    k.recycle(&mut b, prev);
+                    exe.recycle(&mut data, prev);
                 }
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .build()
                     .expect("pool");
-                let c = (target == Target::Jit).then_some(&compiled);
-                // SAFETY: `compiled` was built from `k`, `fresh` is `k.bind`'s, and the previous
-                // result was recycled by `k`.
-                let got = pool
-                    .install(|| unsafe {
-                        lacuna::driver::coiteration_once(&k, c, target, &mut b, &inputs)
-                    })
-                    .expect("runs");
+                let got = pool.install(|| exe.run(&mut data, &inputs)).expect("runs");
                 assert_eq!(
                     got, want,
                     "{name} round {round}, {threads} threads, {target:?}"
@@ -845,38 +918,39 @@ fn recycled_results_equal_fresh_ones() {
             // not a sparse result's storage.
             let (pa, pb) = &patterns[0];
             let inputs = rough_pair((m, n), pa, 1, (m, n), pb, 2);
-            let fresh = k.bind(&inputs, &BTreeMap::new()).expect("binds");
-            let kept = run_once(&k, &compiled, &fresh, &inputs, threads, target);
-            let result_arrays = |b: &lacuna::stage1::Bindings| {
-                let mut names: Vec<&String> =
-                    b.buffers.keys().filter(|n| n.starts_with("C.")).collect();
+            let fresh = exe.bind(&inputs, &BTreeMap::new()).expect("binds");
+            let kept = run_once(exe, &fresh, &inputs, threads);
+            let result_arrays = |d: &CoData| {
+                let mut names: Vec<&String> = d
+                    .bindings()
+                    .buffers
+                    .keys()
+                    .filter(|n| n.starts_with("C."))
+                    .collect();
                 names.sort();
                 names.into_iter().cloned().collect::<Vec<_>>()
             };
             let bound = result_arrays(&fresh);
-            let mut b = fresh.clone();
-            k.recycle(&mut b, kept.clone());
-            assert_eq!(result_arrays(&b), bound, "shared storage is dropped");
+            let mut data = fresh.clone();
+            exe.recycle(&mut data, kept.clone());
+            assert_eq!(result_arrays(&data), bound, "shared storage is dropped");
             let mut unshared = fresh.clone();
-            k.recycle(
-                &mut unshared,
-                run_once(&k, &compiled, &fresh, &inputs, threads, target),
-            );
+            exe.recycle(&mut unshared, run_once(exe, &fresh, &inputs, threads));
             assert_eq!(
                 result_arrays(&unshared).len(),
                 3,
                 "{:?}",
                 result_arrays(&unshared)
             );
-            k.recycle(
-                &mut b,
+            exe.recycle(
+                &mut data,
                 Output::Dense(lacuna::ir::DenseArray {
                     shape: vec![m, n],
                     data: lacuna::ir::ArrayData::F64(vec![0.0; m * n]),
                 }),
             );
-            assert_eq!(result_arrays(&b), bound, "a dense output is dropped");
-            assert_eq!(run_once(&k, &compiled, &b, &inputs, threads, target), kept);
+            assert_eq!(result_arrays(&data), bound, "a dense output is dropped");
+            assert_eq!(run_once(exe, &data, &inputs, threads), kept);
         }
     }
 }

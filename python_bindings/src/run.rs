@@ -13,7 +13,7 @@
 
 use crate::errors::{bind_error, catch, driver_error, internal, BindError, ShapeError};
 use crate::kernel::{PyKernel, PySchedule};
-use lacuna::driver::{convert_inputs, reset_outputs, Executable, Target};
+use lacuna::driver::{convert_inputs, reset_outputs, CoExecutable, Executable, Target};
 use lacuna_ir::{ArrayData, ArrayView, CooTensor, DType, DenseArray};
 use lacuna_schedule::Conversion;
 use lacuna_stage1::{
@@ -37,13 +37,11 @@ enum Inner {
         conversions: Vec<Conversion>,
     },
     Coiter {
-        kernel: Box<CoKernel>,
-        /// Count (if any) and compute passes, for the JIT.
-        compiled: Option<Box<lacuna::driver::CompiledCoKernel>>,
-        /// The same kernel with 32-bit indices (`CoKernel::with_index`) and its functions,
-        /// run on data whose indices fit (`CoKernel::narrow_bindings`), as `lacuna run` does.
-        narrow: Box<CoKernel>,
-        narrow_compiled: Option<Box<lacuna::driver::CompiledCoKernel>>,
+        /// The kernel and its functions for the target.
+        wide: Box<CoExecutable>,
+        /// The same kernel with 32-bit indices (`CoKernel::with_index`), run on data whose
+        /// indices fit (`CoExecutable::narrow`), as `lacuna run` does.
+        narrow: Box<CoExecutable>,
     },
 }
 
@@ -95,22 +93,13 @@ pub fn build(
                     }
                     let k = CoKernel::new(&p)?;
                     let narrow = k.with_index(lacuna::ir::DType::I32)?;
-                    let (compiled, narrow_compiled) = match target {
-                        Target::Jit => (
-                            Some(Box::new(lacuna::driver::CompiledCoKernel::new(&k)?)),
-                            Some(Box::new(lacuna::driver::CompiledCoKernel::new(&narrow)?)),
-                        ),
-                        _ => (None, None),
-                    };
                     return Ok(PyExecutable {
                         program: p,
                         declared,
                         target,
                         inner: Inner::Coiter {
-                            kernel: Box::new(k),
-                            compiled,
-                            narrow: Box::new(narrow),
-                            narrow_compiled,
+                            wide: Box::new(CoExecutable::new(k, target)?),
+                            narrow: Box::new(CoExecutable::new(narrow, target)?),
                         },
                     });
                 }
@@ -1014,7 +1003,6 @@ impl PyExecutable {
             .map(|(name, a)| Ok((name.clone(), owned_input(np, name, a)?)))
             .collect::<PyResult<_>>()?;
         let p = &self.program;
-        let target = self.target;
         let inner = &self.inner;
         let params = params.clone();
         let ran = py
@@ -1034,30 +1022,15 @@ impl PyExecutable {
                                     }
                                     Ok(outputs)
                                 }
-                                Inner::Coiter {
-                                    kernel: wide,
-                                    compiled: wide_compiled,
-                                    narrow,
-                                    narrow_compiled,
-                                } => {
-                                    let mut b = wide.bind(&inputs, &params)?;
-                                    let (k, compiled) = if wide.narrow_bindings(narrow, &mut b) {
-                                        (narrow, narrow_compiled)
+                                Inner::Coiter { wide, narrow } => {
+                                    let mut data = wide.bind(&inputs, &params)?;
+                                    let exe = if wide.narrow(narrow, &mut data) {
+                                        narrow
                                     } else {
-                                        (wide, wide_compiled)
+                                        wide
                                     };
-                                    // SAFETY: `compiled` was built from `k` (the wide or the
-                                    // narrow kernel, chosen together); `b` is `wide.bind`'s,
-                                    // narrowed for `narrow` when that is the one chosen.
-                                    let out = unsafe {
-                                        lacuna::driver::coiteration_once(
-                                            k,
-                                            compiled.as_deref(),
-                                            target,
-                                            &mut b,
-                                            &inputs,
-                                        )?
-                                    };
+                                    let out = exe.run(&mut data, &inputs)?;
+                                    let k = exe.kernel();
                                     Ok(BTreeMap::from([(k.assignment.output().name.clone(), out)]))
                                 }
                             }
