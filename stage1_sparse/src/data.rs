@@ -1190,37 +1190,19 @@ pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Resul
 /// Checks the coordinates `ind` holds in each segment: within `0..ext`, and strictly increasing
 /// where `sorted`. Generic over the stored integer type, so that no converted copy is made: the
 /// Python binding validates every call's arrays.
-fn check_coordinates<T: Copy + Into<i64>>(
+fn check_coordinates<T: CoordScan>(
     ind: &[T],
     segments: &[(usize, usize)],
     ext: i64,
     sorted: bool,
 ) -> Result<(), String> {
-    let int = |x: T| -> i64 { x.into() };
     // Segments that tile the array in order (every axis but a loose one): two branch-free
-    // passes over the whole array, which vectorize; the rows are short. Sorted means the only
-    // falls between neighbours are where a segment starts.
+    // passes over the whole array, which vectorize; the rows are short.
     let tiles = segments.first().map_or(0, |s| s.0) == 0
         && segments.windows(2).all(|w| w[0].1 == w[1].0)
         && segments.last().map_or(0, |s| s.1) == ind.len();
-    if tiles && ext >= 0 {
-        let in_range = ind
-            .iter()
-            .fold(true, |ok, &x| ok & ((int(x) as u64) < ext as u64));
-        let ordered = !sorted || {
-            let falls = ind
-                .iter()
-                .zip(ind.iter().skip(1))
-                .fold(0usize, |n, (&a, &b)| n + usize::from(int(b) <= int(a)));
-            let at_starts = segments
-                .iter()
-                .filter(|&&(s, t)| s > 0 && s < t && int(ind[s]) <= int(ind[s - 1]))
-                .count();
-            falls == at_starts
-        };
-        if in_range && ordered {
-            return Ok(());
-        }
+    if tiles && ext >= 0 && tiled_coordinates_ok(ind, segments, ext, sorted) {
+        return Ok(());
     }
     // Find what failed, segment by segment.
     for (seg, &(s, t)) in segments.iter().enumerate() {
@@ -1247,6 +1229,109 @@ fn check_coordinates<T: Copy + Into<i64>>(
     }
     Ok(())
 }
+
+/// Whether `ind`, split into `segments` that tile it in order, holds coordinates within
+/// `0..ext` (`ext >= 0`), strictly increasing in each segment where `sorted`: compiled for
+/// AVX2 where the CPU has it, in lanes of the stored width. The baseline x86-64 has no 64-bit
+/// vector compare: with 32-bit indices widened to 64 bits, this check took a quarter of a
+/// Python call of SpMV on cage10 (0.24 ms, against 0.04 for the kernel).
+fn tiled_coordinates_ok<T: CoordScan>(
+    ind: &[T],
+    segments: &[(usize, usize)],
+    ext: i64,
+    sorted: bool,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just checked).
+        return unsafe { tiled_coordinates_ok_avx2(ind, segments, ext, sorted) };
+    }
+    tiled_coordinates_scan(ind, segments, ext, sorted)
+}
+
+/// [`tiled_coordinates_scan`] compiled for AVX2.
+///
+/// # Safety
+///
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tiled_coordinates_ok_avx2<T: CoordScan>(
+    ind: &[T],
+    segments: &[(usize, usize)],
+    ext: i64,
+    sorted: bool,
+) -> bool {
+    tiled_coordinates_scan(ind, segments, ext, sorted)
+}
+
+/// Branch-free passes over `ind`, which vectorize: the largest coordinate (as unsigned, so that
+/// a negative one is larger still) below `ext`, and (where `sorted`) as many falls between
+/// neighbours as segments that start with one, the only places a sorted array may fall.
+#[inline(always)]
+fn tiled_coordinates_scan<T: CoordScan>(
+    ind: &[T],
+    segments: &[(usize, usize)],
+    ext: i64,
+    sorted: bool,
+) -> bool {
+    let in_range = ind.is_empty() || T::max_unsigned(ind) < ext;
+    let ordered = !sorted || {
+        let at_starts = segments
+            .iter()
+            .filter(|&&(s, t)| s > 0 && s < t && ind[s].into() <= ind[s - 1].into())
+            .count();
+        T::falls(ind) == at_starts
+    };
+    in_range && ordered
+}
+
+/// Coordinate scans in lanes of the stored width.
+trait CoordScan: Copy + Into<i64> {
+    /// The largest value with the bits read as unsigned, as `i64`; `i64::MAX` where that is
+    /// a negative value's (out of range of any extent).
+    fn max_unsigned(v: &[Self]) -> i64;
+    /// How many `i` have `v[i + 1] <= v[i]`.
+    fn falls(v: &[Self]) -> usize;
+}
+
+macro_rules! coord_scan {
+    ($t:ty, $u:ty, $count:ty) => {
+        impl CoordScan for $t {
+            #[inline(always)]
+            fn max_unsigned(v: &[$t]) -> i64 {
+                let m = v.iter().fold(0 as $u, |m, &x| m.max(x as $u));
+                // Above the signed maximum: a negative value.
+                if m > <$t>::MAX as $u {
+                    i64::MAX
+                } else {
+                    m as i64
+                }
+            }
+
+            #[inline(always)]
+            fn falls(v: &[$t]) -> usize {
+                // Counted in lanes of the stored width, in blocks short enough not to wrap.
+                const BLOCK: usize = 1 << 24;
+                let pairs = v.len().saturating_sub(1);
+                (0..pairs)
+                    .step_by(BLOCK)
+                    .map(|s| {
+                        let e = (s + BLOCK).min(pairs);
+                        v[s..e]
+                            .iter()
+                            .zip(&v[s + 1..e + 1])
+                            .fold(0 as $count, |n, (&a, &b)| n + <$count>::from(b <= a))
+                            as usize
+                    })
+                    .sum()
+            }
+        }
+    };
+}
+coord_scan!(i8, u8, u32);
+coord_scan!(i32, u32, u32);
+coord_scan!(i64, u64, u64);
 
 /// Calls `f(coords, offset)` for every stored position of a buffer, in storage order.
 pub fn for_each_stored(
@@ -1643,6 +1728,48 @@ mod tests {
             let narrow: Vec<i32> = ind.iter().map(|&x| x as i32).collect();
             prop_assert_eq!(check_coordinates(&ind, &segments, ext, sorted).is_ok(), want);
             prop_assert_eq!(check_coordinates(&narrow, &segments, ext, sorted).is_ok(), want);
+            let tiny: Vec<i8> = ind.iter().map(|&x| x as i8).collect();
+            prop_assert_eq!(check_coordinates(&tiny, &segments, ext, sorted).is_ok(), want);
+        }
+
+        /// The scans in lanes of the stored width (unsigned maxima against an extent beyond
+        /// the type's range, falls counted per width) agree with the naive check on values at
+        /// the edges of each type and extents around them, over arrays longer than a vector.
+        #[test]
+        fn stored_width_scans_agree_at_the_edges(
+            picks in proptest::collection::vec(0usize..8, 0..70),
+            cuts in proptest::collection::vec(0usize..70, 0..6),
+            ext_pick in 0usize..8,
+            sorted in any::<bool>(),
+        ) {
+            let edges = [-1i64, 0, 1, 126, 127, 128, i32::MAX as i64, i32::MAX as i64 + 1];
+            let exts = [0i64, 1, 127, 128, i32::MAX as i64, 1 << 31, 1 << 32, i64::MAX];
+            let mut ind: Vec<i64> = picks.iter().map(|&p| edges[p]).collect();
+            if sorted {
+                ind.sort_unstable();
+            }
+            let mut bounds: Vec<usize> =
+                cuts.iter().map(|&c| c.min(ind.len())).chain([0, ind.len()]).collect();
+            bounds.sort_unstable();
+            let segments: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+            let ext = exts[ext_pick];
+            prop_assert_eq!(
+                check_coordinates(&ind, &segments, ext, sorted).is_ok(),
+                naive(&ind, &segments, ext, sorted)
+            );
+            // Narrower arrays hold what fits (the others wrap, as stored data would).
+            let narrow: Vec<i32> = ind.iter().map(|&x| x as i32).collect();
+            let wide: Vec<i64> = narrow.iter().map(|&x| x as i64).collect();
+            prop_assert_eq!(
+                check_coordinates(&narrow, &segments, ext, sorted).is_ok(),
+                naive(&wide, &segments, ext, sorted)
+            );
+            let tiny: Vec<i8> = ind.iter().map(|&x| x as i8).collect();
+            let wide: Vec<i64> = tiny.iter().map(|&x| x as i64).collect();
+            prop_assert_eq!(
+                check_coordinates(&tiny, &segments, ext, sorted).is_ok(),
+                naive(&wide, &segments, ext, sorted)
+            );
         }
     }
 }
