@@ -23,8 +23,8 @@ use lacuna_stage1::{
 use lacuna_stage2::coiter::CoKernel;
 use lacuna_target::{CompiledKernel, RawArray, RawBindings};
 use numpy::{
-    PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArray,
-    PyUntypedArrayMethods,
+    PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn,
+    PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -219,15 +219,41 @@ fn dtype_of(a: &Bound<'_, PyAny>) -> PyResult<String> {
     a.getattr("dtype")?.getattr("name")?.extract()
 }
 
+/// NumPy's descriptor of `d`'s element type, in native byte order.
+fn descr(py: Python<'_>, d: DType) -> Bound<'_, numpy::PyArrayDescr> {
+    match d {
+        DType::F32 => numpy::dtype::<f32>(py),
+        DType::F64 => numpy::dtype::<f64>(py),
+        DType::I8 => numpy::dtype::<i8>(py),
+        DType::I32 | DType::Bool => numpy::dtype::<i32>(py),
+        DType::I64 => numpy::dtype::<i64>(py),
+    }
+}
+
+/// The element type of ndarray `a`, where it is one that kernels take, in native byte order.
+/// Through NumPy's C API: `dtype.name` runs Python code in NumPy 2 (importing a module on
+/// every call), which made the checks of a call's arrays most of a small call's time.
+fn element_type(a: &Bound<'_, PyAny>) -> Option<DType> {
+    let d = a.cast::<PyUntypedArray>().ok()?.dtype();
+    [DType::F64, DType::F32, DType::I32, DType::I64, DType::I8]
+        .into_iter()
+        .find(|&t| d.is_equiv_to(&descr(a.py(), t)))
+}
+
 /// Whether `a` is an ndarray of `dtype`, C-contiguous and aligned: usable without a copy.
 fn usable(a: &Bound<'_, PyAny>, dtype: DType) -> PyResult<bool> {
     let Ok(arr) = a.cast::<PyUntypedArray>() else {
         return Ok(false);
     };
-    Ok(dtype_of(a)? == numpy_name(dtype)
-        && a.getattr("dtype")?.getattr("isnative")?.extract::<bool>()?
-        && arr.is_c_contiguous()
-        && a.getattr("flags")?.getattr("aligned")?.extract::<bool>()?)
+    Ok(arr.dtype().is_equiv_to(&descr(a.py(), dtype)) && arr.is_c_contiguous() && arr.is_aligned())
+}
+
+/// The `numpy` module, imported once.
+fn numpy_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    static NUMPY: pyo3::sync::PyOnceLock<Py<PyModule>> = pyo3::sync::PyOnceLock::new();
+    NUMPY
+        .get_or_try_init(py, || py.import("numpy").map(Bound::unbind))
+        .map(|m| m.bind(py).clone())
 }
 
 /// What the call does about arrays that cannot be used as they are.
@@ -300,15 +326,24 @@ fn read<'py>(a: &Bound<'py, PyAny>, what: &str) -> PyResult<ReadGuard<'py>> {
             "{what} is being written by this call (the same array is also an output)"
         ))
     };
-    Ok(match dtype_of(a)?.as_str() {
-        "float32" => ReadGuard::F32(a.cast::<PyArrayDyn<f32>>()?.try_readonly().map_err(busy)?),
-        "float64" => ReadGuard::F64(a.cast::<PyArrayDyn<f64>>()?.try_readonly().map_err(busy)?),
-        "int8" => ReadGuard::I8(a.cast::<PyArrayDyn<i8>>()?.try_readonly().map_err(busy)?),
-        "int32" => ReadGuard::I32(a.cast::<PyArrayDyn<i32>>()?.try_readonly().map_err(busy)?),
-        "int64" => ReadGuard::I64(a.cast::<PyArrayDyn<i64>>()?.try_readonly().map_err(busy)?),
-        other => {
+    Ok(match element_type(a) {
+        Some(DType::F32) => {
+            ReadGuard::F32(a.cast::<PyArrayDyn<f32>>()?.try_readonly().map_err(busy)?)
+        }
+        Some(DType::F64) => {
+            ReadGuard::F64(a.cast::<PyArrayDyn<f64>>()?.try_readonly().map_err(busy)?)
+        }
+        Some(DType::I8) => ReadGuard::I8(a.cast::<PyArrayDyn<i8>>()?.try_readonly().map_err(busy)?),
+        Some(DType::I32) => {
+            ReadGuard::I32(a.cast::<PyArrayDyn<i32>>()?.try_readonly().map_err(busy)?)
+        }
+        Some(DType::I64) => {
+            ReadGuard::I64(a.cast::<PyArrayDyn<i64>>()?.try_readonly().map_err(busy)?)
+        }
+        _ => {
             return Err(BindError::new_err(format!(
-                "{what}: unsupported element type {other}"
+                "{what}: unsupported element type {}",
+                dtype_of(a)?
             )))
         }
     })
@@ -320,15 +355,26 @@ fn write<'py>(a: &Bound<'py, PyAny>, what: &str) -> PyResult<WriteGuard<'py>> {
             "{what} is not writeable or is also an input of this call"
         ))
     };
-    Ok(match dtype_of(a)?.as_str() {
-        "float32" => WriteGuard::F32(a.cast::<PyArrayDyn<f32>>()?.try_readwrite().map_err(busy)?),
-        "float64" => WriteGuard::F64(a.cast::<PyArrayDyn<f64>>()?.try_readwrite().map_err(busy)?),
-        "int8" => WriteGuard::I8(a.cast::<PyArrayDyn<i8>>()?.try_readwrite().map_err(busy)?),
-        "int32" => WriteGuard::I32(a.cast::<PyArrayDyn<i32>>()?.try_readwrite().map_err(busy)?),
-        "int64" => WriteGuard::I64(a.cast::<PyArrayDyn<i64>>()?.try_readwrite().map_err(busy)?),
-        other => {
+    Ok(match element_type(a) {
+        Some(DType::F32) => {
+            WriteGuard::F32(a.cast::<PyArrayDyn<f32>>()?.try_readwrite().map_err(busy)?)
+        }
+        Some(DType::F64) => {
+            WriteGuard::F64(a.cast::<PyArrayDyn<f64>>()?.try_readwrite().map_err(busy)?)
+        }
+        Some(DType::I8) => {
+            WriteGuard::I8(a.cast::<PyArrayDyn<i8>>()?.try_readwrite().map_err(busy)?)
+        }
+        Some(DType::I32) => {
+            WriteGuard::I32(a.cast::<PyArrayDyn<i32>>()?.try_readwrite().map_err(busy)?)
+        }
+        Some(DType::I64) => {
+            WriteGuard::I64(a.cast::<PyArrayDyn<i64>>()?.try_readwrite().map_err(busy)?)
+        }
+        _ => {
             return Err(BindError::new_err(format!(
-                "{what}: unsupported element type {other}"
+                "{what}: unsupported element type {}",
+                dtype_of(a)?
             )))
         }
     })
@@ -527,7 +573,7 @@ impl PyExecutable {
         let params = params.unwrap_or_default();
         lacuna::driver::check_param_names(&self.program.name, &self.declared, &params)
             .map_err(|e| driver_error(&e))?;
-        let np = py.import("numpy")?;
+        let np = numpy_module(py)?;
         let mut args: BTreeMap<String, Arg<'py>> = BTreeMap::new();
         for (k, v) in inputs.iter() {
             let name: String = k.extract()?;

@@ -103,6 +103,23 @@ def test_byte_swapped_arrays_are_converted():
         f(A=a, x=np.ones(8), out={"y": np.zeros(10, dtype=">f8")})
 
 
+def test_unaligned_arrays_are_converted_and_small_int_types_refused_in_place():
+    f = lacuna.build(kernel("spmv"))
+    a = random_csr(10, 8, density=0.3, seed=5)
+    raw = np.zeros(8 * 8 + 1, dtype=np.uint8)
+    x = np.frombuffer(raw.data, dtype=np.float64, count=8, offset=1)
+    assert not x.flags.aligned
+    x_vals = np.arange(8.0)
+    raw[1:] = np.frombuffer(x_vals.tobytes(), dtype=np.uint8)
+    assert_close(f(A=a, x=x)["y"], a @ x_vals)
+    assert f.last_copies == ["argument `x`: float64 -> float64"]
+    with pytest.raises(lacuna.BindError):
+        f(A=a, x=x, copy=False)
+    # An output of another element type is refused, not converted (it is written in place).
+    with pytest.raises(lacuna.BindError):
+        f(A=a, x=x_vals, out={"y": np.zeros(10, dtype=np.int16)})
+
+
 def test_buffer_declared_as_csr_encoding_is_zero_copy():
     # The encoding's widths decide the index type: 32-bit positions and coordinates take
     # SciPy's int32 arrays as they are; the default (64-bit) converts them, values still shared.
