@@ -231,6 +231,17 @@ impl ArrayData {
         if self.dtype() == dtype {
             return self.clone();
         }
+        // Index arrays narrowed and widened (co-iteration's 32-bit kernels) without a scalar
+        // per element; the same `as` conversions as `Scalar::cast`.
+        match (self, dtype) {
+            (ArrayData::I64(v), DType::I32) => {
+                return ArrayData::I32(v.iter().map(|&x| x as i32).collect())
+            }
+            (ArrayData::I32(v), DType::I64) => {
+                return ArrayData::I64(v.iter().map(|&x| i64::from(x)).collect())
+            }
+            _ => {}
+        }
         let mut out = ArrayData::zeros(dtype, self.len());
         for i in 0..self.len() {
             if let Some(v) = self.get(i) {
@@ -506,6 +517,29 @@ fn add_scalars(a: Scalar, b: Scalar) -> Scalar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every cast gives what casting each element as a scalar gives (the index fast paths
+    /// included: wrapping narrowings, sign-extending widenings).
+    #[test]
+    fn casts_agree_with_scalar_casts() {
+        let sources = [
+            ArrayData::I64(vec![0, 1, -1, i32::MAX as i64 + 1, i64::MIN, 1 << 40]),
+            ArrayData::I32(vec![0, -7, i32::MIN, i32::MAX]),
+            ArrayData::I8(vec![0, -128, 127]),
+            ArrayData::F64(vec![0.5, -2.75, 1e10]),
+            ArrayData::F32(vec![0.5, -2.75]),
+        ];
+        for a in &sources {
+            for dtype in [DType::F32, DType::F64, DType::I8, DType::I32, DType::I64] {
+                let c = a.cast(dtype);
+                assert_eq!((c.dtype(), c.len()), (dtype, a.len()));
+                for i in 0..a.len() {
+                    let want = a.get(i).expect("in range").cast(dtype);
+                    assert_eq!(c.get(i), Some(want), "{a:?} as {dtype:?} at {i}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn fill_zeros_keeps_the_length_the_type_and_the_allocation() {

@@ -14,6 +14,7 @@
 use crate::errors::{bind_error, catch, driver_error, internal, BindError, ShapeError};
 use crate::kernel::{PyKernel, PySchedule};
 use lacuna::driver::{convert_inputs, reset_outputs, CoExecutable, Executable, Target};
+use lacuna_ir::storage::IndexArray;
 use lacuna_ir::{ArrayData, ArrayView, CooTensor, DType, DenseArray};
 use lacuna_schedule::Conversion;
 use lacuna_stage1::{
@@ -421,31 +422,47 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
     ) -> PyResult<(Vec<usize>, ArrayData)> {
         let arr = np.call_method1("ascontiguousarray", (a,))?;
         let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
-        let flat = arr.call_method1("reshape", (-1,))?;
-        let d = match dtype_of(&arr)?.as_str() {
-            "float32" => ArrayData::F32(flat.extract()?),
-            "float64" => ArrayData::F64(flat.extract()?),
-            "int8" => ArrayData::I8(flat.extract()?),
-            "int32" => ArrayData::I32(flat.extract()?),
-            "int64" => ArrayData::I64(flat.extract()?),
-            "bool" | "int16" | "uint8" | "uint16" => {
-                ArrayData::I64(flat.call_method1("astype", ("int64",))?.extract()?)
-            }
-            "uint32" | "uint64" => {
-                let v: Vec<u64> = flat.extract()?;
-                ArrayData::I64(
-                    v.into_iter()
-                        .map(i64::try_from)
-                        .collect::<Result<_, _>>()
-                        .map_err(|_| BindError::new_err(format!("{what}: a value does not fit int64")))?,
-                )
-            }
-            "float16" => ArrayData::F32(flat.call_method1("astype", ("float32",))?.extract()?),
+        let name = dtype_of(&arr)?;
+        // Converted (where it must be) to a kernel's element type in native byte order, then
+        // copied out through the buffer protocol, not element by element.
+        let target = match name.as_str() {
+            "float32" | "float64" | "int8" | "int32" | "int64" => name.as_str(),
+            "bool" | "int16" | "uint8" | "uint16" => "int64",
+            "uint32" | "uint64" => "uint64",
+            "float16" => "float32",
             other => {
                 return Err(BindError::new_err(format!(
                     "{what} has element type {other}, which does not convert to a kernel's element types (float32, float64, int8, int32, int64)"
                 )))
             }
+        };
+        let kwargs = PyDict::new(a.py());
+        kwargs.set_item("copy", false)?;
+        let flat =
+            arr.call_method1("reshape", (-1,))?
+                .call_method("astype", (target,), Some(&kwargs))?;
+        fn vec_of<T: numpy::Element + Copy>(flat: &Bound<'_, PyAny>) -> PyResult<Vec<T>> {
+            Ok(flat
+                .cast::<numpy::PyArray1<T>>()?
+                .readonly()
+                .as_slice()?
+                .to_vec())
+        }
+        let d = match target {
+            "float32" => ArrayData::F32(vec_of(&flat)?),
+            "float64" => ArrayData::F64(vec_of(&flat)?),
+            "int8" => ArrayData::I8(vec_of(&flat)?),
+            "int32" => ArrayData::I32(vec_of(&flat)?),
+            "int64" => ArrayData::I64(vec_of(&flat)?),
+            _ => ArrayData::I64(
+                vec_of::<u64>(&flat)?
+                    .into_iter()
+                    .map(i64::try_from)
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| {
+                        BindError::new_err(format!("{what}: a value does not fit int64"))
+                    })?,
+            ),
         };
         Ok((shape, d))
     }
@@ -495,6 +512,58 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
             }))
         }
     }
+}
+
+/// A result stored as CSR (a dense level, then a unique and ordered compressed one, in
+/// dimension order) as `("csr", shape, indptr, indices, data)`, its arrays moved into NumPy,
+/// not copied, where the tensor owns them alone; `Err` with the tensor for other storage.
+fn csr_arrays<'py>(
+    py: Python<'py>,
+    t: lacuna_ir::storage::SparseTensor,
+) -> PyResult<Result<Bound<'py, PyTuple>, lacuna_ir::storage::SparseTensor>> {
+    let enc = t.encoding();
+    let levels = enc.levels();
+    let csr = enc.dim_rank() == 2
+        && levels.len() == 2
+        && enc.is_identity()
+        && !t.is_view()
+        && levels[0].lvl_type.is_dense()
+        && levels[1].lvl_type.is_compressed()
+        && levels[1].lvl_type.is_unique()
+        && levels[1].lvl_type.is_ordered();
+    if !csr {
+        return Ok(Err(t));
+    }
+    let shape = t.dim_shape().to_vec();
+    let (buffers, values) = t.into_buffers();
+    let Ok([indptr, indices]) = <[IndexArray; 2]>::try_from(buffers) else {
+        return Err(internal(
+            "run",
+            "a CSR result without two index arrays".to_string(),
+        ));
+    };
+    // Indices as NumPy's signed integers, the same buffers: 32-bit where every entry fits
+    // (always, for a result's checked storage), else widened to 64-bit.
+    let signed = |a: IndexArray| -> ArrayData {
+        match a {
+            IndexArray::U64(_) => a.into_signed().expect("64-bit"),
+            IndexArray::U32(v) if v.iter().all(|&x| i32::try_from(x).is_ok()) => {
+                IndexArray::U32(v).into_signed().expect("32-bit")
+            }
+            other => ArrayData::I64(other.to_u64_vec().into_iter().map(|x| x as i64).collect()),
+        }
+    };
+    let n = values.len();
+    Ok(Ok(PyTuple::new(
+        py,
+        [
+            "csr".into_pyobject(py)?.into_any(),
+            PyTuple::new(py, &shape)?.into_any(),
+            into_numpy(py, signed(indptr), &[shape[0] + 1])?,
+            into_numpy(py, signed(indices), &[n])?,
+            into_numpy(py, values, &[n])?,
+        ],
+    )?))
 }
 
 fn to_numpy<'py>(
@@ -1111,12 +1180,22 @@ impl PyExecutable {
                     }
                 }
                 Output::Coo(_) | Output::Sparse(_) => {
-                    let c = o.to_coo().expect("a sparse result");
                     if outs.contains_key(&name) {
                         return Err(BindError::new_err(format!(
                             "out `{name}`: a sparse result is returned, not written into an array"
                         )));
                     }
+                    let o = match o {
+                        Output::Sparse(t) => match csr_arrays(py, t)? {
+                            Ok(csr) => {
+                                result.set_item(name, csr)?;
+                                continue;
+                            }
+                            Err(t) => Output::Sparse(t),
+                        },
+                        other => other,
+                    };
+                    let c = o.to_coo().expect("a sparse result");
                     let coords = PyList::empty(py);
                     for dim in &c.coords {
                         coords.append(numpy::PyArray1::from_iter(

@@ -416,6 +416,19 @@ impl SparseTensor {
         }
         Some((buffers, values))
     }
+    /// The index buffers in storage-layout order and the values, moved out where this tensor
+    /// is their only owner ([`SparseTensor::into_unshared_buffers`]) and copied where a clone
+    /// or view shares them.
+    pub fn into_buffers(self) -> (Vec<IndexArray>, ArrayData) {
+        let levels = Arc::try_unwrap(self.levels).unwrap_or_else(|l| (*l).clone());
+        let values = Arc::try_unwrap(self.values).unwrap_or_else(|v| (*v).clone());
+        let mut buffers = Vec::new();
+        for level in levels {
+            buffers.extend(level.positions);
+            buffers.extend(level.coordinates);
+        }
+        (buffers, values)
+    }
     /// The buffer named by `field`.
     pub fn field(&self, field: Field) -> Option<&IndexArray> {
         match field {
