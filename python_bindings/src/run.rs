@@ -422,9 +422,13 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
     ) -> PyResult<(Vec<usize>, ArrayData)> {
         let arr = np.call_method1("ascontiguousarray", (a,))?;
         let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
-        let name = dtype_of(&arr)?;
         // Converted (where it must be) to a kernel's element type in native byte order, then
-        // copied out through the buffer protocol, not element by element.
+        // copied out through the buffer protocol, not element by element. (The name is read
+        // only for other types: `dtype.name` runs Python code in NumPy 2.)
+        let name = match element_type(&arr) {
+            Some(t) => numpy_name(t).to_string(),
+            None => dtype_of(&arr)?,
+        };
         let target = match name.as_str() {
             "float32" | "float64" | "int8" | "int32" | "int64" => name.as_str(),
             "bool" | "int16" | "uint8" | "uint16" => "int64",
