@@ -446,11 +446,11 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
             arr.call_method1("reshape", (-1,))?
                 .call_method("astype", (target,), Some(&kwargs))?;
         fn vec_of<T: numpy::Element + Copy>(flat: &Bound<'_, PyAny>) -> PyResult<Vec<T>> {
-            Ok(flat
+            let view = flat
                 .cast::<numpy::PyArray1<T>>()?
-                .readonly()
-                .as_slice()?
-                .to_vec())
+                .try_readonly()
+                .map_err(|e| BindError::new_err(format!("an argument cannot be read: {e}")))?;
+            Ok(view.as_slice()?.to_vec())
         }
         let d = match target {
             "float32" => ArrayData::F32(vec_of(&flat)?),
