@@ -117,3 +117,22 @@ fn entries_the_fast_path_cannot_take_go_the_general_way() {
         Err(e) => panic!("duplicates are summed: {e}"),
     }
 }
+
+/// `Encoding::is_csr`, which the fast path, the Python results and zero-copy inputs share:
+/// CSR at any widths; no other preset, no slice, no other level property.
+#[test]
+fn is_csr_names_csr_storage_only() {
+    use lacuna_ir::encoding::preset;
+    for enc in encodings().iter().take(3) {
+        assert!(enc.is_csr(), "{enc}");
+    }
+    assert!(!encodings()[3].is_csr(), "non-unique coordinates");
+    for name in ["csc", "dcsr", "coo", "bsr(2,2)", "ell(2)", "dense", "2:4"] {
+        assert!(!preset(name).expect("a preset").is_csr(), "{name}");
+    }
+    assert!(preset("csr").expect("a preset").is_csr());
+    let sliced: Encoding = "map = (i : #sparse_tensor<slice(0, 2, 1)>, j : #sparse_tensor<slice(0, 2, 1)>) -> (i : dense, j : compressed)"
+        .parse()
+        .expect("parses");
+    assert!(!sliced.is_csr(), "a view");
+}

@@ -518,24 +518,14 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
     }
 }
 
-/// A result stored as CSR (a dense level, then a unique and ordered compressed one, in
-/// dimension order) as `("csr", shape, indptr, indices, data)`, its arrays moved into NumPy,
+/// A result stored as CSR ([`lacuna_ir::encoding::Encoding::is_csr`]) as
+/// `("csr", shape, indptr, indices, data)`, its arrays moved into NumPy,
 /// not copied, where the tensor owns them alone; `Err` with the tensor for other storage.
 fn csr_arrays<'py>(
     py: Python<'py>,
     t: lacuna_ir::storage::SparseTensor,
 ) -> PyResult<Result<Bound<'py, PyTuple>, lacuna_ir::storage::SparseTensor>> {
-    let enc = t.encoding();
-    let levels = enc.levels();
-    let csr = enc.dim_rank() == 2
-        && levels.len() == 2
-        && enc.is_identity()
-        && !t.is_view()
-        && levels[0].lvl_type.is_dense()
-        && levels[1].lvl_type.is_compressed()
-        && levels[1].lvl_type.is_unique()
-        && levels[1].lvl_type.is_ordered();
-    if !csr {
+    if !t.encoding().is_csr() {
         return Ok(Err(t));
     }
     let shape = t.dim_shape().to_vec();

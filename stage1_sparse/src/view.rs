@@ -117,18 +117,11 @@ fn is_csr_encoding(buf: &crate::ir::Buffer) -> bool {
     let Ok(Some(enc)) = crate::sparsify::buffer_encoding(buf) else {
         return false;
     };
-    let types = enc.lvl_types();
-    enc.is_identity()
-        && !enc.has_slices()
+    enc.is_csr()
         && enc.n_symbols() == 0
         && enc.pos_width() == enc.crd_width()
         && buf.dims.len() == 2
         && buf.axes.len() == 2
-        && types.len() == 2
-        && types[0].is_dense()
-        && types[1].is_compressed()
-        && types[1].is_unique()
-        && types[1].is_ordered()
 }
 
 /// How a buffer takes a borrowed input (see [`view_form`]).

@@ -172,6 +172,18 @@ impl Encoding {
             && (self.levels.iter().enumerate())
                 .all(|(i, s)| s.expr.as_var() == Some(Dim::from_index(i)))
     }
+    /// True for CSR storage, at any widths: two dimensions in order, a dense level then a
+    /// unique, ordered compressed one, no slices.
+    pub fn is_csr(&self) -> bool {
+        let types = self.lvl_types();
+        self.dim_rank() == 2
+            && self.is_identity()
+            && !self.has_slices()
+            && types[0].is_dense()
+            && types[1].is_compressed()
+            && types[1].is_unique()
+            && types[1].is_ordered()
+    }
     /// True when every level is a distinct dimension (no blocks, no symbols).
     pub fn is_permutation(&self) -> bool {
         let mut seen = vec![false; self.dim_rank()];
