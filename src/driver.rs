@@ -1168,19 +1168,15 @@ impl DataStats {
 
     /// The statistics of a kernel's inputs.
     pub fn of(inputs: &BTreeMap<String, Input>) -> DataStats {
-        let nnz = inputs
-            .values()
-            .map(|i| match i {
-                Input::Coo(c) => c.nnz(),
-                Input::Dense(_) => 0,
-            })
-            .sum();
-        let rows = inputs
-            .values()
-            .filter_map(|i| match i {
-                Input::Coo(c) => Some((c.nnz(), c.shape.first().copied().unwrap_or(0))),
-                Input::Dense(_) => None,
-            })
+        let entries = |i: &Input| match i {
+            Input::Coo(c) => c.nnz(),
+            Input::Sparse(t) => t.number_of_visible_entries(),
+            Input::Dense(_) => 0,
+        };
+        let sparse = || inputs.values().filter(|i| !matches!(i, Input::Dense(_)));
+        let nnz = sparse().map(entries).sum();
+        let rows = sparse()
+            .map(|i| (entries(i), i.shape().first().copied().unwrap_or(0)))
             .max()
             .map_or(0, |(_, rows)| rows);
         let bytes = |d: &DenseArray| d.data.len().saturating_mul(d.data.dtype().size_bytes());
@@ -1190,15 +1186,12 @@ impl DataStats {
             (_, Some(Input::Dense(x))) if x.shape.len() == 1 => (None, bytes(x)),
             _ => (None, 0),
         };
-        let matrix = inputs
-            .values()
-            .filter_map(|i| match i {
-                Input::Coo(c) if c.shape.len() == 2 => Some(c),
-                _ => None,
-            })
-            .max_by_key(|c| c.nnz());
-        let scattered_permille = matrix.map_or(0, scattered_gathers);
-        let row_changes_permille = matrix.map_or(0, row_length_changes);
+        let matrix = sparse()
+            .filter(|i| i.shape().len() == 2)
+            .max_by_key(|i| entries(i))
+            .and_then(Input::coo);
+        let scattered_permille = matrix.as_deref().map_or(0, scattered_gathers);
+        let row_changes_permille = matrix.as_deref().map_or(0, row_length_changes);
         DataStats {
             nnz,
             rows,
@@ -1206,7 +1199,7 @@ impl DataStats {
             gathered_bytes,
             scattered_permille,
             row_changes_permille,
-            diagonals: matrix.map_or(0, diagonal_count),
+            diagonals: matrix.as_deref().map_or(0, diagonal_count),
             ..DataStats::host()
         }
     }
@@ -2059,6 +2052,82 @@ impl CoExecutable {
         })
     }
 
+    /// Binds `inputs` for `narrow` (`self`'s kernel with 32-bit indices,
+    /// [`lacuna_stage2::coiter::CoKernel::with_index`], on the same target) where every index
+    /// fits, converting them to 32 bits directly
+    /// ([`lacuna_stage2::coiter::CoKernel::bind_narrow`]), otherwise for `self`. Returns the
+    /// executable the data is bound for, with the data: the same result as [`CoExecutable::bind`]
+    /// then [`CoExecutable::narrow`], with one conversion of each index array instead of three.
+    pub fn bind_narrowest<'a>(
+        &'a self,
+        narrow: &'a CoExecutable,
+        inputs: &BTreeMap<String, Input>,
+        params: &BTreeMap<String, i64>,
+    ) -> Result<(&'a CoExecutable, CoData), DriverError> {
+        if narrow.target == self.target {
+            if let Some(b) = self.kernel.bind_narrow(&narrow.kernel, inputs, params) {
+                return Ok((
+                    narrow,
+                    CoData {
+                        b,
+                        owner: narrow.id,
+                    },
+                ));
+            }
+        }
+        let mut data = self.bind(inputs, params)?;
+        Ok(if self.narrow(narrow, &mut data) {
+            (narrow, data)
+        } else {
+            (self, data)
+        })
+    }
+
+    /// One run on inputs handed over, bound for the faster of `self` and `narrow` as
+    /// [`CoExecutable::bind_narrowest`] binds: arrays already stored as the kernel reads them
+    /// move into the bindings instead of being copied
+    /// ([`lacuna_stage2::coiter::CoKernel::bind_owned`]). On [`Target::InterpStage1`], whose
+    /// runs read the inputs themselves, a borrow of them is bound.
+    pub fn run_owned(
+        &self,
+        narrow: &CoExecutable,
+        inputs: BTreeMap<String, Input>,
+        params: &BTreeMap<String, i64>,
+    ) -> Result<Output, DriverError> {
+        if self.target == Target::InterpStage1 {
+            let (exe, mut data) = self.bind_narrowest(narrow, &inputs, params)?;
+            return exe.run(&mut data, &inputs);
+        }
+        let none = BTreeMap::new();
+        let inputs = if narrow.target == self.target {
+            match self
+                .kernel
+                .bind_narrow_owned(&narrow.kernel, inputs, params)
+            {
+                Ok(b) => {
+                    let mut data = CoData {
+                        b: b?,
+                        owner: narrow.id,
+                    };
+                    return narrow.run(&mut data, &none);
+                }
+                Err(inputs) => inputs,
+            }
+        } else {
+            inputs
+        };
+        let mut data = CoData {
+            b: self.kernel.bind_owned(inputs, params)?,
+            owner: self.id,
+        };
+        let exe = if self.narrow(narrow, &mut data) {
+            narrow
+        } else {
+            self
+        };
+        exe.run(&mut data, &none)
+    }
+
     /// Hands `data`, bound by `self`, over to `narrow` (`self`'s kernel with 32-bit indices,
     /// [`lacuna_stage2::coiter::CoKernel::with_index`]) when every index it holds fits
     /// ([`lacuna_stage2::coiter::CoKernel::narrow_bindings`]); returns whether it did. Data
@@ -2355,6 +2424,7 @@ fn run_row_chunks(
 pub fn load_coo(path: &Path) -> Result<CooTensor, DriverError> {
     Ok(match load_input(path)? {
         Input::Coo(c) => c,
+        Input::Sparse(t) => t.to_coo(),
         Input::Dense(d) => {
             let mut c = lacuna_stage1::dense_nonzeros(&path.display().to_string(), &d)?;
             c.values = c.values.cast(lacuna_ir::DType::F64);
@@ -2605,6 +2675,7 @@ pub fn convert_inputs(
             })?;
         let mut coo = match input {
             Input::Coo(c) => c.clone(),
+            Input::Sparse(t) => t.to_coo(),
             // Its non-zeros, as binding stores them: the source maps index those.
             Input::Dense(d) => lacuna_stage1::dense_nonzeros(&conv.buffer, d)?,
         };

@@ -654,10 +654,8 @@ pub fn prepare(
         ));
     }
     let b = bind_with(p, inputs, params, lacuna_stage1::Bindings::default())?;
-    let stats = template::csr_buffer(p).and_then(|name| match inputs.get(&name) {
-        Some(Input::Coo(c)) => coo_stats(c),
-        _ => None,
-    });
+    let stats = template::csr_buffer(p)
+        .and_then(|name| inputs.get(&name)?.coo().and_then(|c| coo_stats(&c)));
     let t = KernelTemplate::new(p, &b.params, stats.as_ref(), opts);
     let width = p
         .iterations()
@@ -705,10 +703,7 @@ pub fn best_record(
         return Ok((r.clone(), None));
     }
     let features = template::csr_buffer(p)
-        .and_then(|name| match inputs.get(&name) {
-            Some(Input::Coo(c)) => coo_stats(c),
-            _ => None,
-        })
+        .and_then(|name| inputs.get(&name)?.coo().and_then(|c| coo_stats(&c)))
         .map(|s| MatrixFeatures::of(&s, None))
         .unwrap_or_default();
     let near = lacuna_tuning::db::similar(&records, &kh, &data, &features, 1);

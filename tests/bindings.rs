@@ -493,3 +493,64 @@ fn converted_parts_cannot_be_replaced() {
         "{e}"
     );
 }
+
+/// A matrix given as storage (`Input::Sparse`, in any layout, a view included) binds as its
+/// entries given as coordinates do, for a kernel that stores it by its own axes (SpMV) and for
+/// one whose buffer declares an encoding (SpMV with `A` in CSC).
+#[test]
+fn stored_inputs_bind_as_their_entries() {
+    use lacuna::ir::encoding::parse_format;
+    use lacuna::ir::storage::SparseTensor;
+    let given = spmv_inputs();
+    let Input::Coo(a) = &given["A"] else {
+        unreachable!("coordinates")
+    };
+    let csc = r#"(
+        version: 1, name: "spmv_csc", params: ["m", "n"],
+        axes: [(name: "I", kind: DenseFixed(n: "m")), (name: "J", kind: DenseFixed(n: "n"))],
+        buffers: [
+            (name: "A", axes: ["I", "J"], dtype: F64, encoding: Some("csc")),
+            (name: "x", axes: ["J"], dtype: F64),
+            (name: "y", axes: ["I"], dtype: F64, role: Output),
+        ],
+        body: [Iter((name: "spmv", axes: ["I", "J"], kinds: "SR", vars: ["i", "j"],
+            body: [Store("y[i] = y[i] + A[i, j] * x[j]")]))],
+    )"#;
+    let programs = [
+        ("spmv", kernel("spmv")),
+        (
+            "spmv with A in CSC",
+            lacuna::stage1::sparsify(&inline_kernel(csc)).expect("sparsifies"),
+        ),
+    ];
+    for (name, p) in programs {
+        let want = bind(&p, &given, &BTreeMap::new()).expect("binds");
+        assert_eq!(y(&p, &want).len(), Y.len());
+        for fmt in ["csr", "csc", "dcsr", "coo"] {
+            let enc = parse_format(fmt).expect("format");
+            let mut stored = given.clone();
+            let t = SparseTensor::from_coo(a, &enc).expect("stores");
+            stored.insert("A".into(), Input::Sparse(t));
+            let got = bind(&p, &stored, &BTreeMap::new()).expect("binds");
+            assert_eq!(got, want, "{name} given {fmt}");
+        }
+        // A view of a larger matrix, cut to the operand.
+        let mut big = a.clone();
+        big.shape = vec![5, 6];
+        big.coords[0].push(4);
+        big.coords[1].push(5);
+        big.values = ArrayData::F64([a.values.to_f64_vec(), vec![9.0]].concat());
+        let enc = parse_format("csr").expect("format");
+        let view = SparseTensor::from_coo(&big, &enc)
+            .expect("stores")
+            .view(&[0, 0], &[4, 5], &[1, 1])
+            .expect("views");
+        let mut stored = given.clone();
+        stored.insert("A".into(), Input::Sparse(view));
+        assert_eq!(
+            bind(&p, &stored, &BTreeMap::new()).expect("binds"),
+            want,
+            "{name} view"
+        );
+    }
+}

@@ -565,6 +565,125 @@ fn run_once(
     pool.install(|| exe.run(&mut data.clone(), inputs).expect("runs"))
 }
 
+/// Operands given as storage (`Input::Sparse`) bind exactly as their entries given as
+/// coordinates do: stored as the kernel plans (CSR, at native or 32-bit widths) they are read
+/// as stored, and moved when handed over (`bind_owned`); in another layout (CSC, DCSR, COO), as
+/// a view, or with a blocked layout, they are stored anew. The narrow bindings
+/// (`bind_narrow`, `bind_narrow_owned`) equal those `narrow_bindings` makes of the wide ones,
+/// and `run_owned` gives the result of the interpreters on every target.
+#[test]
+fn stored_operands_bind_as_their_entries() {
+    use lacuna::ir::encoding::parse_format;
+    use lacuna::ir::storage::SparseTensor;
+    let none = BTreeMap::new();
+    let p = kernel("spadd", &[], None);
+    let k = CoKernel::new(&p).expect("lowers");
+    let thin = k.with_index(lacuna::ir::DType::I32).expect("lowers narrow");
+    let exe = |k: &CoKernel, t: Target| CoExecutable::new(k.clone(), t).expect("builds");
+    let targets = [Target::Jit, Target::Interp, Target::InterpStage1];
+    let wide_exes: Vec<CoExecutable> = targets.iter().map(|&t| exe(&k, t)).collect();
+    let thin_exes: Vec<CoExecutable> = targets.iter().map(|&t| exe(&thin, t)).collect();
+    let formats = [
+        "csr",
+        "map = (i, j) -> (i : dense, j : compressed), posWidth = 32, crdWidth = 32",
+        "map = (i, j) -> (i : dense, j : compressed), crdWidth = 16",
+        "csc",
+        "dcsr",
+        "coo",
+    ];
+    for (m, n, pa, pb) in cases(operands(), 16) {
+        let given = rough_pair((m, n), &pa, 3, (m, n), &pb, 4);
+        let wide = k.bind(&given, &none).expect("binds");
+        let mut narrow = wide.clone();
+        assert!(k.narrow_bindings(&thin, &mut narrow), "small data narrows");
+        let want = sparse_output(
+            &wide_exes[1]
+                .run(
+                    &mut wide_exes[1].bind(&given, &none).expect("binds"),
+                    &given,
+                )
+                .expect("runs"),
+        );
+        let store = |fmt: &str, frame: bool| -> BTreeMap<String, Input> {
+            let enc = parse_format(fmt).expect("format");
+            given
+                .iter()
+                .map(|(name, i)| {
+                    let Input::Coo(c) = i else {
+                        unreachable!("coordinates")
+                    };
+                    let t = if frame {
+                        // A view of the operand inside a larger matrix with entries around it.
+                        let mut big = c.clone();
+                        big.shape = vec![m + 2, n + 1];
+                        for (r, col) in [(m, 0), (m + 1, n), (0, n)] {
+                            big.coords[0].push(r);
+                            big.coords[1].push(col);
+                            big.values = {
+                                let mut v = big.values.to_f64_vec();
+                                v.push(7.0);
+                                ArrayData::F64(v)
+                            };
+                        }
+                        SparseTensor::from_coo(&big, &enc)
+                            .expect("stores")
+                            .view(&[0, 0], &[m, n], &[1, 1])
+                            .expect("views")
+                    } else {
+                        SparseTensor::from_coo(c, &enc).expect("stores")
+                    };
+                    (name.clone(), Input::Sparse(t))
+                })
+                .collect()
+        };
+        let mut cases: Vec<(String, BTreeMap<String, Input>)> = formats
+            .iter()
+            .map(|f| (f.to_string(), store(f, false)))
+            .collect();
+        cases.push(("a view of csr".into(), store("csr", true)));
+        for (what, stored) in &cases {
+            assert_eq!(k.bind(stored, &none).expect("binds"), wide, "{what}");
+            assert_eq!(
+                k.bind_owned(stored.clone(), &none).expect("binds"),
+                wide,
+                "{what}"
+            );
+            assert_eq!(
+                k.bind_narrow(&thin, stored, &none).as_ref(),
+                Some(&narrow),
+                "{what}"
+            );
+            match k.bind_narrow_owned(&thin, stored.clone(), &none) {
+                Ok(b) => assert_eq!(b.expect("binds"), narrow, "{what}"),
+                Err(_) => panic!("{what}: small data binds narrow"),
+            }
+            for (w, t) in wide_exes.iter().zip(&thin_exes) {
+                let got = w.run_owned(t, stored.clone(), &none).expect("runs");
+                assert_eq!(sparse_output(&got), want, "{what} on {:?}", w.target());
+            }
+        }
+    }
+    // A blocked operand goes through its blocked storage, as its coordinates do.
+    let bits: Vec<bool> = (0..61).map(|x| (x * 29 + 3) % 5 < 2).collect();
+    let pa = pattern(6, 8, &bits);
+    let given = rough_pair((6, 8), &pa, 5, (6, 8), &pa, 6);
+    let bp = kernel("spadd", &[("A", "bsr(2,2)")], None);
+    let bk = CoKernel::new(&bp).expect("lowers");
+    let enc = parse_format("bsr(2,2)").expect("format");
+    let mut stored = given.clone();
+    let Input::Coo(a) = &given["A"] else {
+        unreachable!()
+    };
+    stored.insert(
+        "A".into(),
+        Input::Sparse(SparseTensor::from_coo(a, &enc).expect("stores")),
+    );
+    assert_eq!(
+        bk.bind(&stored, &none).expect("binds"),
+        bk.bind(&given, &none).expect("binds")
+    );
+}
+
 /// Data whose coordinates do not fit in `i32` keeps 64-bit indices: `narrowed` declines, the
 /// driver runs the wide kernel correctly, and a kernel lowered for 32-bit indices refuses to
 /// bind such data with a typed error instead of truncating.

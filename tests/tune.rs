@@ -65,6 +65,7 @@ fn max_rel_diff(a: &Input, b: &lacuna::stage1::Output) -> f64 {
     let a = match a {
         Input::Dense(d) => d.data.to_f64_vec(),
         Input::Coo(c) => c.values.to_f64_vec(),
+        Input::Sparse(t) => t.values().to_f64_vec(),
     };
     let b = b.values().to_f64_vec();
     assert_eq!(a.len(), b.len());
@@ -122,10 +123,7 @@ fn every_template_point_computes_the_kernel() {
         let reference =
             run_kernel_scheduled(&p, None, &inputs, &params, Target::Interp, 1).expect("reference");
         let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
-        let stats = lacuna::tuning::coo_stats(match &inputs[sparse] {
-            Input::Coo(c) => c,
-            Input::Dense(_) => unreachable!("a sparse matrix"),
-        });
+        let stats = lacuna::tuning::coo_stats(&inputs[sparse].coo().expect("a sparse matrix"));
         let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &TemplateOptions::default());
         let space = t.space();
         assert!(
@@ -640,6 +638,7 @@ fn the_best_record_replays_to_the_same_ir_and_results() {
     let p = match load_input(&c_plain).expect("npy") {
         Input::Dense(d) => lacuna::stage1::Output::Dense(d),
         Input::Coo(c) => lacuna::stage1::Output::Coo(c),
+        Input::Sparse(s) => lacuna::stage1::Output::Sparse(s),
     };
     assert!(max_rel_diff(&t, &p) <= 1e-12);
 }

@@ -476,13 +476,34 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
             Ok(Input::Dense(DenseArray { shape, data }))
         }
         Arg::Csr(shape, indptr, indices, values) => {
-            let ip = data(np, indptr, &format!("argument `{name}` indptr"))?
-                .1
-                .to_i64_vec();
-            let ind = data(np, indices, &format!("argument `{name}` indices"))?
-                .1
-                .to_i64_vec();
-            let (_, values) = data(np, values, &format!("argument `{name}` data"))?;
+            let what = |part: &str| format!("argument `{name}` {part}");
+            // Canonical CSR (each row's columns increasing) is taken as it is stored, at its
+            // index widths, once every check of assembled storage passes: co-iteration
+            // kernels then read it without a detour through coordinates. Anything else
+            // (unsorted or repeated columns, a malformed indptr) is read again and goes
+            // through coordinates, which sort, sum repeats or say what is wrong.
+            let ip = IndexArray::from_signed(data(np, indptr, &what("indptr"))?.1);
+            let ind = IndexArray::from_signed(data(np, indices, &what("indices"))?.1);
+            let (_, vals) = data(np, values, &what("data"))?;
+            let width = |a: &IndexArray| match a {
+                IndexArray::U32(_) => lacuna_ir::encoding::IndexWidth::W32,
+                _ => lacuna_ir::encoding::IndexWidth::Native,
+            };
+            let enc = lacuna_ir::encoding::preset("csr")
+                .map_err(|e| internal("run", e.to_string()))?
+                .with_widths(width(&ip), width(&ind));
+            if let Ok(t) = lacuna_ir::storage::SparseTensor::assemble(
+                &enc,
+                shape,
+                vec![ip, ind],
+                vals,
+                lacuna_ir::storage::Validation::Checked,
+            ) {
+                return Ok(Input::Sparse(t));
+            }
+            let ip = data(np, indptr, &what("indptr"))?.1.to_i64_vec();
+            let ind = data(np, indices, &what("indices"))?.1.to_i64_vec();
+            let (_, values) = data(np, values, &what("data"))?;
             if ip.len() != shape[0] + 1
                 || ip.last().copied() != Some(ind.len() as i64)
                 || ind.len() != values.len()
@@ -536,10 +557,16 @@ fn csr_arrays<'py>(
             "a CSR result without two index arrays".to_string(),
         ));
     };
-    // Indices as NumPy's signed integers, the same buffers: 32-bit where every entry fits
-    // (always, for a result's checked storage), else widened to 64-bit.
+    // Indices as NumPy's signed integers: 32-bit where every entry of both arrays fits, as
+    // SciPy stores them (its constructor would otherwise scan and cast them again), the same
+    // buffers where they are 32-bit already; 64-bit otherwise.
+    let small = [&indptr, &indices].iter().all(|a| match a {
+        IndexArray::U64(v) => v.iter().all(|&x| x <= i32::MAX as u64),
+        _ => true,
+    });
     let signed = |a: IndexArray| -> ArrayData {
         match a {
+            IndexArray::U64(v) if small => ArrayData::I32(v.iter().map(|&x| x as i32).collect()),
             IndexArray::U64(_) => a.into_signed().expect("64-bit"),
             IndexArray::U32(v) if v.iter().all(|&x| i32::try_from(x).is_ok()) => {
                 IndexArray::U32(v).into_signed().expect("32-bit")
@@ -1132,15 +1159,9 @@ impl PyExecutable {
                                     Ok(outputs)
                                 }
                                 Inner::Coiter { wide, narrow } => {
-                                    let mut data = wide.bind(&inputs, &params)?;
-                                    let exe = if wide.narrow(narrow, &mut data) {
-                                        narrow
-                                    } else {
-                                        wide
-                                    };
-                                    let out = exe.run(&mut data, &inputs)?;
-                                    let k = exe.kernel();
-                                    Ok(BTreeMap::from([(k.assignment.output().name.clone(), out)]))
+                                    let name = wide.kernel().assignment.output().name.clone();
+                                    let out = wide.run_owned(narrow, inputs, &params)?;
+                                    Ok(BTreeMap::from([(name, out)]))
                                 }
                             }
                         },

@@ -73,6 +73,41 @@ def test_spadd_matches_scipy(spadd, name):
     assert_close(c, a + b)
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_spadd_takes_csr_as_stored_or_not(spadd, index_dtype):
+    """Canonical CSR is read as stored (either index width); unsorted columns and repeated
+    entries go through coordinates, which sort and sum them, as scipy does. Results come back
+    with int32 indices, as scipy keeps them."""
+    a = random_csr(40, 30, density=0.2, seed=7)
+    b = random_csr(40, 30, density=0.1, seed=8)
+
+    def csr(indptr, indices, data):
+        m = sp.csr_matrix((data, indices, indptr), shape=a.shape)
+        # Set after construction: scipy's constructor narrows int64 indices that fit.
+        m.indices, m.indptr = indices.astype(index_dtype), indptr.astype(index_dtype)
+        return m
+
+    canonical = csr(a.indptr, a.indices, a.data)
+    assert canonical.indices.dtype == index_dtype
+    c = spadd(A=canonical, B=b)["C"]
+    assert c.indptr.dtype == np.int32 and c.indices.dtype == np.int32
+    assert_close(c, a + b)
+    # Each row's columns reversed: unsorted.
+    rev_idx = np.concatenate([a.indices[s:e][::-1] for s, e in zip(a.indptr[:-1], a.indptr[1:])])
+    rev_val = np.concatenate([a.data[s:e][::-1] for s, e in zip(a.indptr[:-1], a.indptr[1:])])
+    unsorted = csr(a.indptr, rev_idx, rev_val)
+    assert not unsorted.has_sorted_indices
+    assert_close(spadd(A=unsorted, B=b)["C"], a + b)
+    # Row 0 holds column 3 twice (2.0 and 0.5): summed.
+    dup = csr(np.array([0, 2] + [2] * 39), np.array([3, 3]), np.array([2.0, 0.5]))
+    c = spadd(A=dup, B=b)["C"]
+    assert_close(c, sp.csr_matrix(([2.5], ([0], [3])), shape=a.shape) + b)
+    # Malformed storage is still an error that says what is wrong.
+    bad = ("csr", a.shape, np.array([0, 5] + [2] * 39), np.array([3, 3]), np.array([1.0, 1.0]))
+    with pytest.raises(lacuna.LacunaError, match="indptr"):
+        spadd._exe.run({"A": bad, "B": ("csr", b.shape, b.indptr, b.indices, b.data)}, None, None, True, None)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("shape", [(1, 1), (37, 53), (200, 90)])
 def test_random_matrices(spmv, spmm, sddmm, spadd, seed, shape):

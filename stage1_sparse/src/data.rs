@@ -69,6 +69,33 @@ pub enum Input {
     Dense(DenseArray),
     /// A coordinate tensor (e.g. from `.mtx`).
     Coo(CooTensor),
+    /// A tensor already in storage (validated when it was built or assembled), e.g. a
+    /// caller's CSR arrays: co-iteration kernels read it as it is stored where its
+    /// encoding is the one they plan (at any index widths); other consumers read its entries
+    /// ([`Input::coo`]).
+    Sparse(lacuna_ir::storage::SparseTensor),
+}
+
+impl Input {
+    /// Extents of the dimensions.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            Input::Dense(d) => &d.shape,
+            Input::Coo(c) => &c.shape,
+            Input::Sparse(t) => t.dim_shape(),
+        }
+    }
+
+    /// The stored entries as a coordinate tensor: borrowed from a [`Input::Coo`], the
+    /// stored entries of a [`Input::Sparse`] (the visible ones of a view), `None` for a
+    /// dense array.
+    pub fn coo(&self) -> Option<std::borrow::Cow<'_, CooTensor>> {
+        match self {
+            Input::Dense(_) => None,
+            Input::Coo(c) => Some(std::borrow::Cow::Borrowed(c)),
+            Input::Sparse(t) => Some(std::borrow::Cow::Owned(t.to_coo())),
+        }
+    }
 }
 
 /// A computed buffer, in the user's terms.
@@ -758,10 +785,7 @@ pub fn bind_with(
             b.buffers.insert(buf.name.clone(), values);
             continue;
         }
-        let shape = match input {
-            Input::Dense(d) => &d.shape,
-            Input::Coo(c) => &c.shape,
-        };
+        let shape = input.shape();
         if shape.len() != buf.axes.len() {
             return Err(BindError::Rank {
                 buffer: buf.name.clone(),
@@ -777,8 +801,9 @@ pub fn bind_with(
         let structured = buf.axes.iter().any(|a| b.axis(a).kind.parent().is_some());
         let values = if structured {
             let mut coo = match input {
-                Input::Coo(c) => c.clone(),
                 Input::Dense(d) => dense_to_coo(d),
+                Input::Coo(c) => c.clone(),
+                Input::Sparse(t) => t.to_coo(),
             };
             for (dim, &ext) in coo.shape.iter().enumerate() {
                 if let Some(&x) = coo.coords[dim].iter().find(|&&x| x >= ext) {
@@ -802,6 +827,7 @@ pub fn bind_with(
             let dense = match input {
                 Input::Dense(d) => d.clone(),
                 Input::Coo(c) => dense_of_coo(&buf.name, c)?,
+                Input::Sparse(t) => dense_of_coo(&buf.name, &t.to_coo())?,
             };
             let mut vals = check_values(&buf.name, &dense.data, buf.dtype)?;
             if buf.extra_storage > 0 {
@@ -1522,8 +1548,9 @@ fn bind_encoded(
         .ok_or_else(|| bad("no encoding".into()))?;
     let enc = declared.without_slices();
     let coo = match input {
-        Input::Coo(c) => c.clone(),
         Input::Dense(d) => dense_to_coo(d),
+        Input::Coo(c) => c.clone(),
+        Input::Sparse(t) => t.to_coo(),
     };
     // A sliced buffer views its input (as MLIR's `tensor.extract_slice`): the kernel computes
     // on the entries inside the slice, stored in the encoding without slices.

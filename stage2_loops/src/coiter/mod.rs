@@ -24,6 +24,7 @@ use lacuna_ir::storage::{IndexArray, SparseTensor};
 use lacuna_ir::{ArrayData, CooTensor, DType, DenseArray, Scalar};
 use lacuna_stage1::{eval_binop, eval_unop, size_value, Bindings, Input, Output, Program, Size};
 use notation::VKind;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 /// A co-iteration kernel that cannot be compiled or run.
@@ -147,11 +148,7 @@ impl CoKernel {
     pub fn narrow_bindings(&self, narrow: &CoKernel, b: &mut Bindings) -> bool {
         let out = self.assignment.output();
         let fits = |v: i64| (0..=i32::MAX as i64).contains(&v);
-        let extents_fit = out
-            .extents
-            .iter()
-            .all(|s| size_value(s, &b.params).is_some_and(fits));
-        if narrow.assignment != self.assignment || !extents_fit {
+        if narrow.assignment != self.assignment || !self.result_extents_fit_i32(b) {
             return false;
         }
         let wide = lower::buffers(&self.assignment, &self.plan, Pass::Compute);
@@ -178,6 +175,67 @@ impl CoKernel {
             }
         }
         true
+    }
+
+    /// Binds `inputs` for `narrow`, this kernel with 32-bit indices
+    /// ([`CoKernel::with_index`]), converting the operands' indices straight to 32 bits
+    /// (without the 64-bit copies of [`CoKernel::bind`] followed by
+    /// [`CoKernel::narrow_bindings`]). `None` where `narrow` is not that kernel, where an
+    /// operand's index or a size of the result does not fit `i32`, or where binding fails
+    /// (binding for `self` then says why).
+    pub fn bind_narrow(
+        &self,
+        narrow: &CoKernel,
+        inputs: &BTreeMap<String, Input>,
+        params: &BTreeMap<String, i64>,
+    ) -> Option<Bindings> {
+        if narrow.assignment != self.assignment || narrow.plan.index != DType::I32 {
+            return None;
+        }
+        let b = narrow.bind(inputs, params).ok()?;
+        narrow.result_extents_fit_i32(&b).then_some(b)
+    }
+
+    /// [`CoKernel::bind_narrow`] of inputs handed over ([`CoKernel::bind_owned`]), decided
+    /// before binding since the inputs are spent: `Err` with them back where `narrow` is not
+    /// this kernel with 32-bit indices or where their sizes leave room for an index past
+    /// `i32` (a size or a parameter above 2^30, or an input of more than 2^30 entries; the
+    /// positions a level stores count its entries, its coordinates stay below its size).
+    #[allow(clippy::result_large_err)]
+    pub fn bind_narrow_owned(
+        &self,
+        narrow: &CoKernel,
+        inputs: BTreeMap<String, Input>,
+        params: &BTreeMap<String, i64>,
+    ) -> Result<Result<Bindings, CoiterError>, BTreeMap<String, Input>> {
+        const ROOM: usize = 1 << 30;
+        let entries = |i: &Input| match i {
+            Input::Dense(d) => d.data.len(),
+            Input::Coo(c) => c.nnz(),
+            Input::Sparse(t) => t.number_of_entries(),
+        };
+        let small = params.values().all(|&v| (0..=ROOM as i64).contains(&v))
+            && inputs
+                .values()
+                .all(|i| entries(i) <= ROOM && i.shape().iter().all(|&e| e <= ROOM))
+            && self.assignment.output().extents.iter().all(|s| match s {
+                Size::Const(c) => *c <= ROOM as u64,
+                Size::Param(_) => true,
+            });
+        if narrow.assignment != self.assignment || narrow.plan.index != DType::I32 || !small {
+            return Err(inputs);
+        }
+        Ok(narrow.bind_owned(inputs, params))
+    }
+
+    /// Whether every coordinate the result can hold fits in `i32`.
+    fn result_extents_fit_i32(&self, b: &Bindings) -> bool {
+        let fits = |v: i64| (0..=i32::MAX as i64).contains(&v);
+        self.assignment
+            .output()
+            .extents
+            .iter()
+            .all(|s| size_value(s, &b.params).is_some_and(fits))
     }
 
     fn lowered(assignment: Assignment, plan: Plan) -> Result<CoKernel, CoiterError> {
@@ -219,6 +277,25 @@ impl CoKernel {
         inputs: &BTreeMap<String, Input>,
         params: &BTreeMap<String, i64>,
     ) -> Result<Bindings, CoiterError> {
+        self.bind_from(Source::Borrowed(inputs), params)
+    }
+
+    /// [`CoKernel::bind`] of inputs handed over: the arrays of a [`Input::Sparse`] stored as
+    /// the kernel reads it (its encoding's layout, indices of the kernel's width, values of
+    /// its element type) move into the bindings instead of being copied.
+    pub fn bind_owned(
+        &self,
+        inputs: BTreeMap<String, Input>,
+        params: &BTreeMap<String, i64>,
+    ) -> Result<Bindings, CoiterError> {
+        self.bind_from(Source::Owned(inputs), params)
+    }
+
+    fn bind_from(
+        &self,
+        mut inputs: Source<'_>,
+        params: &BTreeMap<String, i64>,
+    ) -> Result<Bindings, CoiterError> {
         let a = &self.assignment;
         let mut b = Bindings {
             params: params.clone(),
@@ -232,13 +309,11 @@ impl CoKernel {
                 buffer: tensor.name.clone(),
                 what,
             };
+            let last_use = !a.tensors[t + 1..].iter().any(|x| x.name == tensor.name);
             let input = inputs
-                .get(&tensor.name)
+                .take(&tensor.name, last_use)
                 .ok_or_else(|| bad("not given".into()))?;
-            let shape = match input {
-                Input::Dense(d) => d.shape.clone(),
-                Input::Coo(c) => c.shape.clone(),
-            };
+            let shape = input.shape().to_vec();
             if shape.len() != tensor.extents.len() {
                 return Err(bad(format!(
                     "has {} dimensions, the kernel expects {}",
@@ -267,7 +342,7 @@ impl CoKernel {
             }
             match &self.plan.encodings[t] {
                 None => {
-                    let dense = match input {
+                    let dense = match &*input {
                         Input::Dense(d) => {
                             // The kernel indexes it by the extents, unchecked.
                             lacuna_stage1::check_dense_len(&tensor.name, d)
@@ -276,6 +351,10 @@ impl CoKernel {
                         }
                         Input::Coo(c) => lacuna_stage1::dense_of_coo(&tensor.name, c)
                             .map_err(|e| bad(e.to_string()))?,
+                        Input::Sparse(st) => {
+                            lacuna_stage1::dense_of_coo(&tensor.name, &st.to_coo())
+                                .map_err(|e| bad(e.to_string()))?
+                        }
                     };
                     let data = checked_cast(&dense.data, tensor.dtype).map_err(bad)?;
                     b.buffers.insert(tensor.name.clone(), data);
@@ -285,21 +364,47 @@ impl CoKernel {
                         // Through the operand's own blocked storage, whose stored entries
                         // (the blocks' explicit zeros and padding included) the copy keeps.
                         let blocked = tensor.encoding.as_ref().expect("encoded operand");
-                        let mut entries = match input {
-                            Input::Coo(c) => SparseTensor::from_coo(c, blocked),
-                            Input::Dense(d) => SparseTensor::from_dense(d, blocked),
-                        }
-                        .map_err(|e| bad(e.to_string()))?
-                        .to_coo();
+                        let mut entries = stored_in(&input, blocked)
+                            .map_err(|e| bad(e.to_string()))?
+                            .to_coo();
                         entries.sort_and_sum_duplicates();
-                        SparseTensor::from_coo(&entries, enc)
+                        Cow::Owned(
+                            SparseTensor::from_coo(&entries, enc)
+                                .map_err(|e| bad(e.to_string()))?,
+                        )
                     } else {
-                        match input {
-                            Input::Coo(c) => SparseTensor::from_coo(c, enc),
-                            Input::Dense(d) => SparseTensor::from_dense(d, enc),
+                        stored_in_owned(input, enc).map_err(|e| bad(e.to_string()))?
+                    };
+                    let st = match st {
+                        Cow::Owned(st) if enc.aos_coo_start().is_none() => {
+                            // Its arrays move (copied only where a clone shares them).
+                            let (buffers, values) = st.into_buffers();
+                            let fields = lacuna_ir::storage::storage_fields(enc);
+                            if fields.len() != buffers.len() {
+                                return Err(bad("storage of another layout".into()));
+                            }
+                            for (field, array) in fields.into_iter().zip(buffers) {
+                                use lacuna_ir::storage::Field;
+                                let key = match field {
+                                    Field::Positions(l) => lower::pos_name(&tensor.name, l.index()),
+                                    Field::Coordinates(l) => {
+                                        lower::crd_name(&tensor.name, l.index())
+                                    }
+                                    other => return Err(bad(format!("unexpected {other:?}"))),
+                                };
+                                let data = index_into(array, self.plan.index).map_err(bad)?;
+                                b.buffers.insert(key, data);
+                            }
+                            let values = if values.dtype() == tensor.dtype {
+                                values
+                            } else {
+                                checked_cast(&values, tensor.dtype).map_err(bad)?
+                            };
+                            b.buffers.insert(lower::vals_name(&tensor.name), values);
+                            continue;
                         }
-                    }
-                    .map_err(|e| bad(e.to_string()))?;
+                        st => st,
+                    };
                     for l in 0..enc.lvl_rank() {
                         let lvl = lacuna_ir::encoding::Lvl(l as u32);
                         if let Some(p) = st.positions(lvl) {
@@ -1071,8 +1176,106 @@ fn checked_cast(values: &ArrayData, dtype: DType) -> Result<ArrayData, String> {
 
 /// An index array of the storage as the kernel's `dtype` ([`Plan::index`]): `I64`, or `I32`
 /// when every value fits.
-fn index_data(a: &lacuna_ir::storage::IndexArray, dtype: DType) -> Result<ArrayData, String> {
-    index_values(a.to_u64_vec(), dtype)
+/// The inputs of [`CoKernel::bind`] (borrowed) or [`CoKernel::bind_owned`] (handed over).
+enum Source<'a> {
+    Borrowed(&'a BTreeMap<String, Input>),
+    Owned(BTreeMap<String, Input>),
+}
+
+impl<'a> Source<'a> {
+    /// The input for `name`: borrowed, or moved out of owned inputs at its last use (cloned
+    /// before, for a tensor read twice).
+    fn take(&mut self, name: &str, last_use: bool) -> Option<Cow<'a, Input>> {
+        match self {
+            Source::Borrowed(m) => m.get(name).map(Cow::Borrowed),
+            Source::Owned(m) if last_use => m.remove(name).map(Cow::Owned),
+            Source::Owned(m) => m.get(name).cloned().map(Cow::Owned),
+        }
+    }
+}
+
+/// [`stored_in`] for an input that may be owned: an owned [`Input::Sparse`] stored as `enc`
+/// is handed on as it is.
+fn stored_in_owned<'a>(
+    input: Cow<'a, Input>,
+    enc: &lacuna_ir::encoding::Encoding,
+) -> Result<Cow<'a, SparseTensor>, lacuna_ir::storage::StorageError> {
+    match input {
+        Cow::Borrowed(i) => stored_in(i, enc),
+        Cow::Owned(Input::Sparse(t)) if same_layout(&t, enc) => Ok(Cow::Owned(t)),
+        Cow::Owned(other) => Ok(Cow::Owned(stored_in(&other, enc)?.into_owned())),
+    }
+}
+
+/// Whether `t` is stored as `enc` stores, at any index widths (not a view).
+fn same_layout(t: &SparseTensor, enc: &lacuna_ir::encoding::Encoding) -> bool {
+    use lacuna_ir::encoding::IndexWidth::Native;
+    !t.is_view() && t.encoding().with_widths(Native, Native) == enc.with_widths(Native, Native)
+}
+
+/// `input` stored in `enc`: a [`Input::Sparse`] as it is where it is stored so (not a view;
+/// at any index widths, which binding converts to the kernel's), otherwise its entries
+/// (explicit zeros kept, as from a coordinate input) stored anew.
+fn stored_in<'a>(
+    input: &'a Input,
+    enc: &lacuna_ir::encoding::Encoding,
+) -> Result<Cow<'a, SparseTensor>, lacuna_ir::storage::StorageError> {
+    Ok(match input {
+        Input::Coo(c) => Cow::Owned(SparseTensor::from_coo(c, enc)?),
+        Input::Dense(d) => Cow::Owned(SparseTensor::from_dense(d, enc)?),
+        Input::Sparse(t) if same_layout(t, enc) => Cow::Borrowed(t),
+        Input::Sparse(t) => Cow::Owned(SparseTensor::from_coo(&t.to_coo(), enc)?),
+    })
+}
+
+/// [`index_data`] of an array handed over: the same buffer, reinterpreted, where its width is
+/// the kernel's (`u32` for `i32`, `u64` for `i64`) and every value fits.
+fn index_into(a: IndexArray, dtype: DType) -> Result<ArrayData, String> {
+    match (a, dtype) {
+        (IndexArray::U32(v), DType::I32) if v.iter().all(|&x| x <= i32::MAX as u32) => {
+            Ok(IndexArray::U32(v).into_signed().expect("32-bit"))
+        }
+        (IndexArray::U64(v), DType::I64) if v.iter().all(|&x| x <= i64::MAX as u64) => {
+            Ok(IndexArray::U64(v).into_signed().expect("64-bit"))
+        }
+        (a, dtype) => index_data(&a, dtype),
+    }
+}
+
+fn index_data(a: &IndexArray, dtype: DType) -> Result<ArrayData, String> {
+    // Checked first, then converted in one pass (vectorized), without a 64-bit copy between.
+    let max = if dtype == DType::I32 {
+        i32::MAX as u64
+    } else {
+        i64::MAX as u64
+    };
+    let fits = match a {
+        IndexArray::U8(_) | IndexArray::U16(_) => true,
+        IndexArray::U32(v) => v.iter().all(|&x| u64::from(x) <= max),
+        IndexArray::U64(v) => v.iter().all(|&x| x <= max),
+    };
+    if !fits {
+        return Err(if dtype == DType::I32 {
+            "an index does not fit the kernel's 32-bit indices".to_string()
+        } else {
+            "an index does not fit in i64".to_string()
+        });
+    }
+    macro_rules! cast {
+        ($t:ty) => {
+            match a {
+                IndexArray::U8(v) => v.iter().map(|&x| x as $t).collect(),
+                IndexArray::U16(v) => v.iter().map(|&x| x as $t).collect(),
+                IndexArray::U32(v) => v.iter().map(|&x| x as $t).collect(),
+                IndexArray::U64(v) => v.iter().map(|&x| x as $t).collect(),
+            }
+        };
+    }
+    Ok(if dtype == DType::I32 {
+        ArrayData::I32(cast!(i32))
+    } else {
+        ArrayData::I64(cast!(i64))
+    })
 }
 
 /// Index values as the kernel's `dtype` ([`Plan::index`]), refusing one that does not fit.
@@ -1130,11 +1333,7 @@ fn reference(
         })?;
         operands.push(match (&tensor.encoding, input) {
             (Some(enc), input) => {
-                let st = match input {
-                    Input::Coo(c) => SparseTensor::from_coo(c, enc),
-                    Input::Dense(d) => SparseTensor::from_dense(d, enc),
-                }
-                .map_err(|e| CoiterError::Input {
+                let st = stored_in(input, enc).map_err(|e| CoiterError::Input {
                     buffer: tensor.name.clone(),
                     what: e.to_string(),
                 })?;
@@ -1148,8 +1347,9 @@ fn reference(
                 Operand::Sparse(m)
             }
             (None, Input::Dense(d)) => Operand::Dense(d.data.clone(), d.shape.clone()),
-            (None, Input::Coo(c)) => {
-                let d = lacuna_stage1::dense_of_coo(&tensor.name, c).map_err(|e| {
+            (None, Input::Coo(_) | Input::Sparse(_)) => {
+                let c = input.coo().expect("a sparse input");
+                let d = lacuna_stage1::dense_of_coo(&tensor.name, &c).map_err(|e| {
                     CoiterError::Input {
                         buffer: tensor.name.clone(),
                         what: e.to_string(),
