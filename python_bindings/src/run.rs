@@ -482,8 +482,21 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
             // kernels then read it without a detour through coordinates. Anything else
             // (unsorted or repeated columns, a malformed indptr) is read again and goes
             // through coordinates, which sort, sum repeats or say what is wrong.
-            let ip = IndexArray::from_signed(data(np, indptr, &what("indptr"))?.1);
-            let ind = IndexArray::from_signed(data(np, indices, &what("indices"))?.1);
+            // Index arrays of integers only: a float index would be truncated.
+            let index = |a: &Bound<'_, PyAny>, part: &str| -> PyResult<ArrayData> {
+                let d = data(np, a, &what(part))?.1;
+                if d.dtype().is_int() {
+                    Ok(d)
+                } else {
+                    Err(BindError::new_err(format!(
+                        "{} has element type {}, which is not an integer type",
+                        what(part),
+                        numpy_name(d.dtype())
+                    )))
+                }
+            };
+            let ip = IndexArray::from_signed(index(indptr, "indptr")?);
+            let ind = IndexArray::from_signed(index(indices, "indices")?);
             let (_, vals) = data(np, values, &what("data"))?;
             let width = |a: &IndexArray| match a {
                 IndexArray::U32(_) => lacuna_ir::encoding::IndexWidth::W32,
@@ -501,8 +514,8 @@ fn owned_input(np: &Bound<'_, PyModule>, name: &str, arg: &Arg<'_>) -> PyResult<
             ) {
                 return Ok(Input::Sparse(t));
             }
-            let ip = data(np, indptr, &what("indptr"))?.1.to_i64_vec();
-            let ind = data(np, indices, &what("indices"))?.1.to_i64_vec();
+            let ip = index(indptr, "indptr")?.to_i64_vec();
+            let ind = index(indices, "indices")?.to_i64_vec();
             let (_, values) = data(np, values, &what("data"))?;
             if ip.len() != shape[0] + 1
                 || ip.last().copied() != Some(ind.len() as i64)

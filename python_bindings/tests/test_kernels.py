@@ -106,6 +106,10 @@ def test_spadd_takes_csr_as_stored_or_not(spadd, index_dtype):
     bad = ("csr", a.shape, np.array([0, 5] + [2] * 39), np.array([3, 3]), np.array([1.0, 1.0]))
     with pytest.raises(lacuna.LacunaError, match="indptr"):
         spadd._exe.run({"A": bad, "B": ("csr", b.shape, b.indptr, b.indices, b.data)}, None, None, True, None)
+    # Float indices are refused, not truncated (1.5 would be read as column 1).
+    floats = ("csr", a.shape, a.indptr, a.indices + 0.5, a.data)
+    with pytest.raises(lacuna.BindError, match="indices has element type float64"):
+        spadd._exe.run({"A": floats, "B": ("csr", b.shape, b.indptr, b.indices, b.data)}, None, None, True, None)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
