@@ -1168,15 +1168,10 @@ impl DataStats {
 
     /// The statistics of a kernel's inputs.
     pub fn of(inputs: &BTreeMap<String, Input>) -> DataStats {
-        let entries = |i: &Input| match i {
-            Input::Coo(c) => c.nnz(),
-            Input::Sparse(t) => t.number_of_visible_entries(),
-            Input::Dense(_) => 0,
-        };
         let sparse = || inputs.values().filter(|i| !matches!(i, Input::Dense(_)));
-        let nnz = sparse().map(entries).sum();
+        let nnz = sparse().map(Input::stored_len).sum();
         let rows = sparse()
-            .map(|i| (entries(i), i.shape().first().copied().unwrap_or(0)))
+            .map(|i| (i.stored_len(), i.shape().first().copied().unwrap_or(0)))
             .max()
             .map_or(0, |(_, rows)| rows);
         let bytes = |d: &DenseArray| d.data.len().saturating_mul(d.data.dtype().size_bytes());
@@ -1188,7 +1183,7 @@ impl DataStats {
         };
         let matrix = sparse()
             .filter(|i| i.shape().len() == 2)
-            .max_by_key(|i| entries(i))
+            .max_by_key(|i| i.stored_len())
             .and_then(Input::coo);
         let scattered_permille = matrix.as_deref().map_or(0, scattered_gathers);
         let row_changes_permille = matrix.as_deref().map_or(0, row_length_changes);

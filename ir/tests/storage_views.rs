@@ -417,3 +417,21 @@ proptest! {
         prop_assert_eq!(body(&print), body(&t.print()));
     }
 }
+
+/// The count of visible entries (taken without a walk for tensors whose levels are their
+/// dimensions) is the number of values `foreach` visits, in every layout: permuted, blocked
+/// with padding past the shape, viewed.
+#[test]
+fn visible_entries_are_those_foreach_visits() {
+    let a = matrix_4x7();
+    for fmt in [
+        "csr", "csc", "dcsr", "coo", "bsr(2,2)", "bsr(3,3)", "ell(7)",
+    ] {
+        let t = SparseTensor::from_coo(&a, &preset(fmt).unwrap()).unwrap();
+        for s in [t.clone(), t.view(&[1, 1], &[2, 3], &[1, 2]).unwrap()] {
+            let mut walked = 0;
+            s.foreach(|_, _, _| walked += 1);
+            assert_eq!(s.number_of_visible_entries(), walked, "{fmt}");
+        }
+    }
+}

@@ -580,11 +580,12 @@ fn csr_arrays<'py>(
     let signed = |a: IndexArray| -> ArrayData {
         match a {
             IndexArray::U64(v) if small => ArrayData::I32(v.iter().map(|&x| x as i32).collect()),
-            IndexArray::U64(_) => a.into_signed().expect("64-bit"),
-            IndexArray::U32(v) if v.iter().all(|&x| i32::try_from(x).is_ok()) => {
-                IndexArray::U32(v).into_signed().expect("32-bit")
-            }
-            other => ArrayData::I64(other.to_u64_vec().into_iter().map(|x| x as i64).collect()),
+            a => a
+                .into_signed_as(DType::I32)
+                .or_else(|a| a.into_signed_as(DType::I64))
+                .unwrap_or_else(|a| {
+                    ArrayData::I64(a.to_u64_vec().into_iter().map(|x| x as i64).collect())
+                }),
         }
     };
     let n = values.len();
@@ -598,6 +599,27 @@ fn csr_arrays<'py>(
             into_numpy(py, values, &[n])?,
         ],
     )?))
+}
+
+/// A sparse result stored other than as CSR: `("coo", shape, [coordinates per dimension],
+/// values)`.
+fn coo_tuple<'py>(py: Python<'py>, c: &CooTensor) -> PyResult<Bound<'py, PyTuple>> {
+    let coords = PyList::empty(py);
+    for dim in &c.coords {
+        coords.append(numpy::PyArray1::from_iter(
+            py,
+            dim.iter().map(|&x| x as i64),
+        ))?;
+    }
+    PyTuple::new(
+        py,
+        [
+            "coo".into_pyobject(py)?.into_any(),
+            PyTuple::new(py, &c.shape)?.into_any(),
+            coords.into_any(),
+            to_numpy(py, &c.values, &[c.values.len()])?,
+        ],
+    )
 }
 
 fn to_numpy<'py>(
@@ -1189,7 +1211,7 @@ impl PyExecutable {
         };
         let result = PyDict::new(py);
         for (name, o) in outputs {
-            match &o {
+            match o {
                 Output::Dense(d) => {
                     let arr = to_numpy(py, &d.data, &d.shape)?;
                     match outs.get(&name) {
@@ -1207,42 +1229,19 @@ impl PyExecutable {
                         None => result.set_item(name, arr)?,
                     }
                 }
-                Output::Coo(_) | Output::Sparse(_) => {
-                    if outs.contains_key(&name) {
-                        return Err(BindError::new_err(format!(
-                            "out `{name}`: a sparse result is returned, not written into an array"
-                        )));
-                    }
-                    let o = match o {
-                        Output::Sparse(t) => match csr_arrays(py, t)? {
-                            Ok(csr) => {
-                                result.set_item(name, csr)?;
-                                continue;
-                            }
-                            Err(t) => Output::Sparse(t),
-                        },
-                        other => other,
-                    };
-                    let c = o.to_coo().expect("a sparse result");
-                    let coords = PyList::empty(py);
-                    for dim in &c.coords {
-                        coords.append(numpy::PyArray1::from_iter(
-                            py,
-                            dim.iter().map(|&x| x as i64),
-                        ))?;
-                    }
-                    let values = to_numpy(py, &c.values, &[c.values.len()])?;
-                    let t = PyTuple::new(
-                        py,
-                        [
-                            "coo".into_pyobject(py)?.into_any(),
-                            PyTuple::new(py, &c.shape)?.into_any(),
-                            coords.into_any(),
-                            values,
-                        ],
-                    )?;
-                    result.set_item(name, t)?;
+                Output::Coo(_) | Output::Sparse(_) if outs.contains_key(&name) => {
+                    return Err(BindError::new_err(format!(
+                        "out `{name}`: a sparse result is returned, not written into an array"
+                    )));
                 }
+                Output::Sparse(t) => {
+                    let value = match csr_arrays(py, t)? {
+                        Ok(csr) => csr,
+                        Err(t) => coo_tuple(py, &t.to_coo())?,
+                    };
+                    result.set_item(name, value)?;
+                }
+                Output::Coo(c) => result.set_item(name, coo_tuple(py, &c)?)?,
             }
         }
         Ok(result)

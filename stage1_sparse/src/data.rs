@@ -7,6 +7,7 @@
 
 use crate::ir::{Axis, AxisKind, IndexType, Program, Role, Size};
 use lacuna_ir::{ArrayData, ArrayView, CooTensor, DType, DenseArray, Scalar};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Structure arrays of one axis.
@@ -89,11 +90,43 @@ impl Input {
     /// The stored entries as a coordinate tensor: borrowed from a [`Input::Coo`], the
     /// stored entries of a [`Input::Sparse`] (the visible ones of a view), `None` for a
     /// dense array.
-    pub fn coo(&self) -> Option<std::borrow::Cow<'_, CooTensor>> {
+    pub fn coo(&self) -> Option<Cow<'_, CooTensor>> {
         match self {
             Input::Dense(_) => None,
-            Input::Coo(c) => Some(std::borrow::Cow::Borrowed(c)),
-            Input::Sparse(t) => Some(std::borrow::Cow::Owned(t.to_coo())),
+            _ => Some(self.entries()),
+        }
+    }
+
+    /// [`Input::coo`], with a dense array's non-zeros as its entries (how binding stores a
+    /// dense input into sparse structure).
+    fn entries(&self) -> Cow<'_, CooTensor> {
+        match self {
+            Input::Dense(d) => Cow::Owned(dense_to_coo(d)),
+            Input::Coo(c) => Cow::Borrowed(c),
+            Input::Sparse(t) => Cow::Owned(t.to_coo()),
+        }
+    }
+
+    /// Values it holds: a dense array's elements, a coordinate tensor's entries, a stored
+    /// tensor's visible entries.
+    pub fn stored_len(&self) -> usize {
+        match self {
+            Input::Dense(d) => d.data.len(),
+            Input::Coo(c) => c.nnz(),
+            Input::Sparse(t) => t.number_of_visible_entries(),
+        }
+    }
+
+    /// As a dense array for buffer `buffer`: a dense input checked against its shape
+    /// ([`check_dense_len`]; kernels index it by the extents, unchecked), the entries of a
+    /// sparse one scattered ([`dense_of_coo`]).
+    pub fn dense(&self, buffer: &str) -> Result<Cow<'_, DenseArray>, BindError> {
+        match self {
+            Input::Dense(d) => {
+                check_dense_len(buffer, d)?;
+                Ok(Cow::Borrowed(d))
+            }
+            other => Ok(Cow::Owned(dense_of_coo(buffer, &other.entries())?)),
         }
     }
 }
@@ -800,11 +833,7 @@ pub fn bind_with(
         }
         let structured = buf.axes.iter().any(|a| b.axis(a).kind.parent().is_some());
         let values = if structured {
-            let mut coo = match input {
-                Input::Dense(d) => dense_to_coo(d),
-                Input::Coo(c) => c.clone(),
-                Input::Sparse(t) => t.to_coo(),
-            };
+            let mut coo = input.entries().into_owned();
             for (dim, &ext) in coo.shape.iter().enumerate() {
                 if let Some(&x) = coo.coords[dim].iter().find(|&&x| x >= ext) {
                     return Err(BindError::CoordRange {
@@ -824,11 +853,7 @@ pub fn bind_with(
             }
             out
         } else {
-            let dense = match input {
-                Input::Dense(d) => d.clone(),
-                Input::Coo(c) => dense_of_coo(&buf.name, c)?,
-                Input::Sparse(t) => dense_of_coo(&buf.name, &t.to_coo())?,
-            };
+            let dense = input.dense(&buf.name)?;
             let mut vals = check_values(&buf.name, &dense.data, buf.dtype)?;
             if buf.extra_storage > 0 {
                 let mut grown =
@@ -1547,11 +1572,7 @@ fn bind_encoded(
         .map_err(|e| bad(e.to_string()))?
         .ok_or_else(|| bad("no encoding".into()))?;
     let enc = declared.without_slices();
-    let coo = match input {
-        Input::Dense(d) => dense_to_coo(d),
-        Input::Coo(c) => c.clone(),
-        Input::Sparse(t) => t.to_coo(),
-    };
+    let coo = input.entries();
     // A sliced buffer views its input (as MLIR's `tensor.extract_slice`): the kernel computes
     // on the entries inside the slice, stored in the encoding without slices.
     // The input is stored as COO first: the slice, not the whole input, must fit `enc` (an

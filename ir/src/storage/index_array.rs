@@ -126,6 +126,20 @@ impl IndexArray {
             IndexArray::U8(_) | IndexArray::U16(_) => None,
         }
     }
+    /// The same buffer as `dtype`'s signed integers (`I32` from [`IndexArray::U32`], `I64`
+    /// from [`IndexArray::U64`]) where every entry fits, without a pass beyond that check;
+    /// the array back for another width or type, or an entry too large.
+    pub fn into_signed_as(self, dtype: crate::DType) -> Result<crate::ArrayData, IndexArray> {
+        match (self, dtype) {
+            (IndexArray::U32(v), crate::DType::I32) if v.iter().all(|&x| x <= i32::MAX as u32) => {
+                Ok(crate::ArrayData::I32(bytemuck::allocation::cast_vec(v)))
+            }
+            (IndexArray::U64(v), crate::DType::I64) if v.iter().all(|&x| x <= i64::MAX as u64) => {
+                Ok(crate::ArrayData::I64(bytemuck::allocation::cast_vec(v)))
+            }
+            (a, _) => Err(a),
+        }
+    }
     /// The entries widened to `u64`, in a new vector.
     pub fn to_u64_vec(&self) -> Vec<u64> {
         match self {
@@ -133,6 +147,39 @@ impl IndexArray {
             IndexArray::U16(v) => v.iter().map(|&x| u64::from(x)).collect(),
             IndexArray::U32(v) => v.iter().map(|&x| u64::from(x)).collect(),
             IndexArray::U64(v) => v.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ArrayData, DType};
+
+    /// The same buffer where width and values fit; the array back, unchanged, otherwise.
+    #[test]
+    fn into_signed_as_keeps_fitting_buffers_and_returns_the_rest() {
+        let v = vec![0u32, 7, i32::MAX as u32];
+        let ptr = v.as_ptr() as usize;
+        match IndexArray::U32(v).into_signed_as(DType::I32) {
+            Ok(ArrayData::I32(s)) => {
+                assert_eq!(s, vec![0, 7, i32::MAX]);
+                assert_eq!(s.as_ptr() as usize, ptr, "the same allocation");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            IndexArray::U64(vec![1, i64::MAX as u64]).into_signed_as(DType::I64),
+            Ok(ArrayData::I64(vec![1, i64::MAX]))
+        );
+        for (a, dtype) in [
+            (IndexArray::U32(vec![1, i32::MAX as u32 + 1]), DType::I32),
+            (IndexArray::U64(vec![u64::MAX]), DType::I64),
+            (IndexArray::U32(vec![1, 2]), DType::I64),
+            (IndexArray::U64(vec![1, 2]), DType::I32),
+            (IndexArray::U16(vec![1, 2]), DType::I32),
+        ] {
+            assert_eq!(a.clone().into_signed_as(dtype), Err(a));
         }
     }
 }

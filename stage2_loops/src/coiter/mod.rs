@@ -192,8 +192,8 @@ impl CoKernel {
         if narrow.assignment != self.assignment || narrow.plan.index != DType::I32 {
             return None;
         }
-        let b = narrow.bind(inputs, params).ok()?;
-        narrow.result_extents_fit_i32(&b).then_some(b)
+        // Its binding refuses an index or a result extent past `i32`.
+        narrow.bind(inputs, params).ok()
     }
 
     /// [`CoKernel::bind_narrow`] of inputs handed over ([`CoKernel::bind_owned`]), decided
@@ -209,15 +209,10 @@ impl CoKernel {
         params: &BTreeMap<String, i64>,
     ) -> Result<Result<Bindings, CoiterError>, BTreeMap<String, Input>> {
         const ROOM: usize = 1 << 30;
-        let entries = |i: &Input| match i {
-            Input::Dense(d) => d.data.len(),
-            Input::Coo(c) => c.nnz(),
-            Input::Sparse(t) => t.number_of_entries(),
-        };
         let small = params.values().all(|&v| (0..=ROOM as i64).contains(&v))
             && inputs
                 .values()
-                .all(|i| entries(i) <= ROOM && i.shape().iter().all(|&e| e <= ROOM))
+                .all(|i| i.stored_len() <= ROOM && i.shape().iter().all(|&e| e <= ROOM))
             && self.assignment.output().extents.iter().all(|s| match s {
                 Size::Const(c) => *c <= ROOM as u64,
                 Size::Param(_) => true,
@@ -342,20 +337,7 @@ impl CoKernel {
             }
             match &self.plan.encodings[t] {
                 None => {
-                    let dense = match &*input {
-                        Input::Dense(d) => {
-                            // The kernel indexes it by the extents, unchecked.
-                            lacuna_stage1::check_dense_len(&tensor.name, d)
-                                .map_err(|e| bad(e.to_string()))?;
-                            d.clone()
-                        }
-                        Input::Coo(c) => lacuna_stage1::dense_of_coo(&tensor.name, c)
-                            .map_err(|e| bad(e.to_string()))?,
-                        Input::Sparse(st) => {
-                            lacuna_stage1::dense_of_coo(&tensor.name, &st.to_coo())
-                                .map_err(|e| bad(e.to_string()))?
-                        }
-                    };
+                    let dense = input.dense(&tensor.name).map_err(|e| bad(e.to_string()))?;
                     let data = checked_cast(&dense.data, tensor.dtype).map_err(bad)?;
                     b.buffers.insert(tensor.name.clone(), data);
                 }
@@ -422,7 +404,8 @@ impl CoKernel {
                                 .map(|q| st.coordinate(lvl, q))
                                 .collect::<Option<_>>()
                                 .ok_or_else(|| bad(format!("level {l}: coordinates unreadable")))?;
-                            let data = index_values(crd, self.plan.index).map_err(bad)?;
+                            let data =
+                                index_into(IndexArray::U64(crd), self.plan.index).map_err(bad)?;
                             b.buffers.insert(lower::crd_name(&tensor.name, l), data);
                         }
                     }
@@ -1174,8 +1157,6 @@ fn checked_cast(values: &ArrayData, dtype: DType) -> Result<ArrayData, String> {
     Ok(values.cast(dtype))
 }
 
-/// An index array of the storage as the kernel's `dtype` ([`Plan::index`]): `I64`, or `I32`
-/// when every value fits.
 /// The inputs of [`CoKernel::bind`] (borrowed) or [`CoKernel::bind_owned`] (handed over).
 enum Source<'a> {
     Borrowed(&'a BTreeMap<String, Input>),
@@ -1228,20 +1209,14 @@ fn stored_in<'a>(
     })
 }
 
-/// [`index_data`] of an array handed over: the same buffer, reinterpreted, where its width is
-/// the kernel's (`u32` for `i32`, `u64` for `i64`) and every value fits.
+/// [`index_data`] of an array handed over: the same buffer where it fits
+/// ([`IndexArray::into_signed_as`]).
 fn index_into(a: IndexArray, dtype: DType) -> Result<ArrayData, String> {
-    match (a, dtype) {
-        (IndexArray::U32(v), DType::I32) if v.iter().all(|&x| x <= i32::MAX as u32) => {
-            Ok(IndexArray::U32(v).into_signed().expect("32-bit"))
-        }
-        (IndexArray::U64(v), DType::I64) if v.iter().all(|&x| x <= i64::MAX as u64) => {
-            Ok(IndexArray::U64(v).into_signed().expect("64-bit"))
-        }
-        (a, dtype) => index_data(&a, dtype),
-    }
+    a.into_signed_as(dtype).or_else(|a| index_data(&a, dtype))
 }
 
+/// An index array of the storage as the kernel's `dtype` ([`Plan::index`]): `I64`, or `I32`
+/// when every value fits.
 fn index_data(a: &IndexArray, dtype: DType) -> Result<ArrayData, String> {
     // Checked first, then converted in one pass (vectorized), without a 64-bit copy between.
     let max = if dtype == DType::I32 {
@@ -1276,24 +1251,6 @@ fn index_data(a: &IndexArray, dtype: DType) -> Result<ArrayData, String> {
     } else {
         ArrayData::I64(cast!(i64))
     })
-}
-
-/// Index values as the kernel's `dtype` ([`Plan::index`]), refusing one that does not fit.
-fn index_values(values: Vec<u64>, dtype: DType) -> Result<ArrayData, String> {
-    match dtype {
-        DType::I32 => values
-            .into_iter()
-            .map(i32::try_from)
-            .collect::<Result<Vec<i32>, _>>()
-            .map(ArrayData::I32)
-            .map_err(|_| "an index does not fit the kernel's 32-bit indices".to_string()),
-        _ => values
-            .into_iter()
-            .map(i64::try_from)
-            .collect::<Result<Vec<i64>, _>>()
-            .map(ArrayData::I64)
-            .map_err(|_| "an index does not fit in i64".to_string()),
-    }
 }
 
 /// Stored entries of an operand, by dimension coordinates.
@@ -1346,15 +1303,14 @@ fn reference(
                 });
                 Operand::Sparse(m)
             }
-            (None, Input::Dense(d)) => Operand::Dense(d.data.clone(), d.shape.clone()),
-            (None, Input::Coo(_) | Input::Sparse(_)) => {
-                let c = input.coo().expect("a sparse input");
-                let d = lacuna_stage1::dense_of_coo(&tensor.name, &c).map_err(|e| {
-                    CoiterError::Input {
+            (None, input) => {
+                let d = input
+                    .dense(&tensor.name)
+                    .map_err(|e| CoiterError::Input {
                         buffer: tensor.name.clone(),
                         what: e.to_string(),
-                    }
-                })?;
+                    })?
+                    .into_owned();
                 Operand::Dense(d.data, d.shape)
             }
         });
