@@ -1047,6 +1047,9 @@ pub struct DataStats {
     /// Distinct diagonals (`column - row`) holding an entry of the 2-D sparse input with the
     /// most entries: see [`diagonal_count`].
     pub diagonals: usize,
+    /// Bytes of the host's per-core L2 cache ([`lacuna_target::host_l2_bytes`]; 0 where
+    /// unknown, read as [`lacuna_target::DEFAULT_L2_BYTES`]). A property of the host.
+    pub l2_bytes: usize,
 }
 
 /// The number of distinct diagonals (`column - row`) of the 2-D tensor `a` that hold a stored
@@ -1162,6 +1165,7 @@ impl DataStats {
             hw_prefetches_rows: lacuna_target::host_prefetches_rows(),
             gathers_rows: lacuna_target::host_gathers_rows(),
             whole_width_blocks: lacuna_target::host_blocks_whole_width(),
+            l2_bytes: lacuna_target::host_l2_bytes(),
             ..DataStats::default()
         }
     }
@@ -1477,6 +1481,12 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             return Some(file);
         }
     }
+    if p.name == "spmv" && by_panels(data) {
+        let trace = spmv_panels_trace(spmv_panel_width(data.l2_bytes), nnz >= PARALLEL_MIN_NNZ);
+        if let Some(file) = replayable(p, trace) {
+            return Some(file);
+        }
+    }
     if p.name == "spmv" && sliced_rows(data) {
         if let Some(file) = replayable(p, spmv_sell_trace(nnz >= PARALLEL_MIN_NNZ, scalar_gathers))
         {
@@ -1591,6 +1601,67 @@ pub fn by_diagonals(data: &DataStats) -> bool {
         && data.nnz > 0
         && (1..=SPMV_DIA_MAX_DIAGONALS).contains(&data.diagonals)
         && slots as f64 <= SPMV_DIA_MAX_FILL * data.nnz as f64
+}
+
+/// Whether SpMV's built-in schedule stores `A` in column panels ([`spmv_panels_trace`]): rows
+/// shorter than [`SPMV_UNMASKED_MIN_ROW`] on average whose gathers scatter
+/// ([`SPMV_PREFETCH_MIN_SCATTERED`]) over an `x` of [`SPMV_PANELS_MIN_BYTES`] or more.
+pub fn by_panels(data: &DataStats) -> bool {
+    data.rows > 0
+        && data.nnz > 0
+        && data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED
+        && data.gathered_bytes >= SPMV_PANELS_MIN_BYTES
+        && data.mean_row() < SPMV_UNMASKED_MIN_ROW
+}
+
+/// Bytes of `x` from which SpMV's built-in schedule stores a matrix with scattered gathers in
+/// column panels (see [`by_panels`]), each pass over a panel gathering from an `x` slice of a
+/// quarter of L2 ([`spmv_panel_width`]) instead of the whole `x` from the last-level cache.
+/// `lacuna bench`, side by side, min of 8–20 runs, ms, one thread (session 24, Xeon guest with
+/// 2 MiB of L2 per core), row by row with prefetch (the built-in schedule before) → `(panels
+/// 65536)`: rmat-large (`x` 17 MB, 13.6 entries per row, half the rows empty) 131.6 → 79.6,
+/// two threads 62.5 → 40.1; er-large (16 MB, 10 per row) 85.1 → 53.1, two threads 42.2 →
+/// 32.7; a uniform random 1m × 1m with 10 per row (8 MB) 32.1 → 29.8; 500k (4 MB) 12.0 →
+/// 19.1; 250k (2 MB) 3.6 → 6.3: a row falls into nearly as many panels as it has entries, and
+/// each panel row costs its bounds, its row id and an update of `y`, which only far gathers
+/// repay. Panel widths on rmat-large / er-large: 16384 columns 91.4 / 76.3, 32768 83.8 / 56.0,
+/// 65536 77.6 / 53.7, 131072 83.8 / 77.2.
+pub const SPMV_PANELS_MIN_BYTES: usize = 8 << 20;
+
+/// Columns per panel of SpMV's column-panel schedule on a host with `l2_bytes` of L2 per core
+/// (0: unknown, [`lacuna_target::DEFAULT_L2_BYTES`]): the power of two of f64 elements nearest
+/// below a quarter of L2 (65536 for 2 MiB), at least 4096.
+pub fn spmv_panel_width(l2_bytes: usize) -> u32 {
+    let l2 = if l2_bytes == 0 {
+        lacuna_target::DEFAULT_L2_BYTES
+    } else {
+        l2_bytes
+    };
+    let elements = (l2 / 4 / std::mem::size_of::<f64>()).max(4096);
+    let width = 1usize << elements.ilog2();
+    u32::try_from(width).unwrap_or(1 << 30).min(1 << 30)
+}
+
+/// SpMV's schedule on `A` in column panels of `width` columns (`(panels width)`): `y` zeroed,
+/// then panel by panel each panel row's sum added to its row of `y`; where `parallel`, the
+/// zeroing and each panel's rows (distinct rows, balanced by their entries) in parallel.
+pub fn spmv_panels_trace(width: u32, parallel: bool) -> Vec<lacuna_schedule::Instruction> {
+    use lacuna_schedule::Instruction as I;
+    let mut trace = vec![I::DecomposeFormat {
+        buffer: "A".into(),
+        into: format!("(panels {width})"),
+    }];
+    if parallel {
+        trace.extend([
+            I::Parallel {
+                r#loop: "spmv_init:i".into(),
+            },
+            I::Parallel {
+                r#loop: "spmv_p0:i.p0".into(),
+            },
+        ]);
+    }
+    trace
 }
 
 /// The decomposition of SpMV's diagonal schedule: every entry by diagonal, rows in blocks of 8

@@ -30,6 +30,8 @@ const TERMS: &[&str] = &[
     "(dia 64 4)",
     "(+ (bucket 1 3 (ell 2)) (dia 64 3))",
     "(+ (colpart 2 0 (ell 2)) (+ (colpart 2 1 (ell 1)) remainder))",
+    "(panels 3)",
+    "(+ (bucket 1 3 (ell 2)) (panels 2))",
     "csr",
 ];
 
@@ -134,6 +136,7 @@ fn assert_parts(built: &Built, b: &Bindings, csr: &CsrMatrix, what: &str) {
             lacuna::schedule::decompose::Storage::Padded(s) => s.values.clone(),
             lacuna::schedule::decompose::Storage::Sell(s) => s.values.clone(),
             lacuna::schedule::decompose::Storage::Dia(s) => s.values.clone(),
+            lacuna::schedule::decompose::Storage::Panels(s) => s.values.clone(),
         };
         let got = f64s(&b.buffers[&name]);
         assert_eq!(bits(&got), bits(&want), "{what}: values of {name}");
@@ -400,6 +403,7 @@ proptest! {
                     Storage::Padded(s) => &mut s.values,
                     Storage::Sell(s) => &mut s.values,
                     Storage::Dia(s) => &mut s.values,
+                    Storage::Panels(s) => &mut s.values,
                 };
                 prop_assert!(values.iter().all(|v| v.to_bits() == 0), "{}: values copied", term);
                 prop_assert_eq!(values.len(), src.len());

@@ -548,12 +548,14 @@ fn builtin_sddmm_prefetches_wide_rows_only() {
 /// SpMV's built-in schedule prefetches its gathers of `x` exactly when they are scattered
 /// (`SPMV_PREFETCH_MIN_SCATTERED`) over an `x` of `SPMV_PREFETCH_MIN_BYTES` or more with short
 /// rows, or of `SPMV_VECTOR_PREFETCH_MIN_BYTES` or more with rows long enough for vector lanes
-/// (`SPMV_VECTOR_MIN_ROW`); the schedule replays.
+/// (`SPMV_VECTOR_MIN_ROW`), unless it stores the matrix in column panels instead (short rows,
+/// `x` of `SPMV_PANELS_MIN_BYTES` or more); the schedule replays.
 #[test]
 fn builtin_spmv_prefetches_scattered_gathers_only() {
     use lacuna::driver::{
-        builtin_schedule, DataStats, SPMV_PREFETCH_MIN_BYTES as B,
-        SPMV_PREFETCH_MIN_SCATTERED as S, SPMV_VECTOR_PREFETCH_MIN_BYTES as V,
+        builtin_schedule, by_panels, DataStats, SPMV_PANELS_MIN_BYTES as P,
+        SPMV_PREFETCH_MIN_BYTES as B, SPMV_PREFETCH_MIN_SCATTERED as S,
+        SPMV_VECTOR_PREFETCH_MIN_BYTES as V,
     };
     let p = example("spmv");
     for (rows, bytes, scattered, want) in [
@@ -561,11 +563,13 @@ fn builtin_spmv_prefetches_scattered_gathers_only() {
         (250_000, B, S, true),
         (250_000, B - 8, S, false),
         (250_000, B, S - 1, false),
-        (250_000, B * 64, 1000, true),
+        (250_000, P - 8, 1000, true),
+        // In column panels, gathering from a slice of `x` at a time: no prefetch.
+        (250_000, P * 4, 1000, false),
         // 10 and 50 entries per row: vector lanes, which prefetch only from V bytes (from
-        // there rows shorter than SPMV_UNMASKED_MIN_ROW run scalar, prefetched).
+        // there rows shorter than SPMV_UNMASKED_MIN_ROW run scalar, prefetched, or in panels).
         (100_000, B * 4, 1000, false),
-        (100_000, V, S, true),
+        (100_000, V, S, V < P),
         (100_000, V - 8, S, false),
         (20_000, V, S - 1, false),
         (20_000, V * 4, 1000, true),
@@ -587,6 +591,11 @@ fn builtin_spmv_prefetches_scattered_gathers_only() {
             "{rows} rows, {bytes} bytes, {scattered}‰: {:?}",
             s.trace
         );
+        assert_eq!(decomposes_into(&s, "(panels"), by_panels(&stats));
+        if by_panels(&stats) {
+            lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+            continue;
+        }
         let vector = s
             .trace
             .iter()
@@ -879,9 +888,26 @@ fn builtin_spmv_runs_short_changing_rows_as_sliced_ell() {
     // A stencil: gathers that stream through `x` run across lanes whatever its size.
     check(1_000_000, rows(7.0), C, true, big * 4, 0, true);
     check(1_000_000, rows(7.0), C, true, big * 4, S - 1, true);
-    // Scattered gathers from a large `x` run across lanes only for uniform rows.
-    check(1_000_000, rows(7.0), C - 1, true, big * 4, 1000, true);
+    // Scattered gathers from an `x` beyond the caches: uniform rows run across lanes below
+    // `SPMV_PANELS_MIN_BYTES`, in column panels from there (see
+    // `builtin_spmv_stores_scattered_gathers_in_column_panels`).
+    let panels = lacuna::driver::SPMV_PANELS_MIN_BYTES;
+    assert!(big <= panels);
+    check(1_000_000, rows(7.0), C - 1, true, panels - 8, 1000, true);
     check(1_000_000, rows(7.0), C, true, big * 4, 1000, false);
+    let stats = DataStats {
+        nnz: 1_000_000,
+        rows: rows(7.0),
+        row_changes_permille: C - 1,
+        vector_masks: true,
+        gathers_rows: true,
+        gathered_bytes: panels,
+        scattered_permille: 1000,
+        ..Default::default()
+    };
+    assert!(sliced_rows(&stats));
+    let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+    assert!(decomposes_into(&s, "(panels"), "{:?}", s.trace);
     // Rows of 0..=12 entries, one of 700 and a run of empty ones.
     let inputs = changing_rows(|i| match i {
         1234 => 700,
@@ -1052,6 +1078,112 @@ fn builtin_spmv_stores_stencils_by_diagonal() {
     assert!(text.contains("block spmv_init"), "{text}");
     assert!(text.contains("] + y_local["), "{text}");
     assert_threads_agree(&p, &second, &inputs, &reference);
+}
+
+/// SpMV's built-in schedule stores a matrix whose rows (shorter than `SPMV_UNMASKED_MIN_ROW` on
+/// average) scatter their gathers over an `x` of `SPMV_PANELS_MIN_BYTES` or more in column
+/// panels a quarter of L2 wide, zeroing `y` and running each panel's rows in parallel on large
+/// inputs; stencils stay by diagonal. Column panels give the interpreters' results (to
+/// rounding) at 1 to 4 threads on skewed rows (one dense row, a run of empty rows, empty
+/// columns), for panels of one column, of a few, and wider than the matrix.
+#[test]
+fn builtin_spmv_stores_scattered_gathers_in_column_panels() {
+    use lacuna::driver::{
+        builtin_schedule, by_panels, run_kernel, run_kernel_scheduled, spmv_panel_width,
+        spmv_panels_trace, DataStats, PARALLEL_MIN_NNZ, SPMV_PANELS_MIN_BYTES as B,
+        SPMV_PREFETCH_MIN_SCATTERED as S, SPMV_UNMASKED_MIN_ROW as R,
+    };
+    let p = example("spmv");
+    let panels = |s: &lacuna::schedule::ScheduleFile| decomposes_into(s, "(panels");
+    // (entries, mean row, bytes of x, scattered, diagonals, stored in panels)
+    for (nnz, mean, bytes, scattered, diagonals, want) in [
+        (20_000_000, 10.0, B, S, 5000, true),
+        (20_000_000, 10.0, B - 8, S, 5000, false),
+        (20_000_000, 10.0, B, S - 1, 5000, false),
+        (20_000_000, R - 0.5, B * 4, 1000, 5000, true),
+        (20_000_000, R, B * 4, 1000, 5000, false),
+        (100_000, 1.0, B, 1000, 5000, true),
+        (0, 1.0, B, 1000, 0, false),
+        // A stencil is stored by diagonal, whatever its `x`.
+        (20_000_000, 7.0, B * 4, 1000, 7, false),
+    ] {
+        let rows = (nnz as f64 / mean).ceil() as usize;
+        let stats = DataStats {
+            nnz,
+            rows,
+            gathered_bytes: bytes,
+            scattered_permille: scattered,
+            diagonals,
+            row_changes_permille: 800,
+            vector_masks: true,
+            gathers_rows: true,
+            l2_bytes: 2 << 20,
+            ..Default::default()
+        };
+        // `by_panels` reads no diagonals: the stencil's schedule checks them first.
+        assert_eq!(by_panels(&stats), want || diagonals == 7, "{stats:?}");
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(panels(&s), want, "{stats:?}: {:?}", s.trace);
+        if want {
+            assert!(decomposes_into(&s, "(panels 65536)"), "{:?}", s.trace);
+            assert_eq!(parallel(&s), nnz >= PARALLEL_MIN_NNZ, "{:?}", s.trace);
+        }
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+    // A quarter of L2 in f64 elements, a power of two, at least 4096.
+    assert_eq!(spmv_panel_width(2 << 20), 65536);
+    assert_eq!(spmv_panel_width(1 << 20), 32768);
+    assert_eq!(spmv_panel_width(1_250_000), 32768);
+    assert_eq!(spmv_panel_width(64 << 10), 4096);
+    assert_eq!(
+        spmv_panel_width(0),
+        spmv_panel_width(lacuna::target::DEFAULT_L2_BYTES)
+    );
+    // 3000 x 700: row 17 dense, rows 1000..1500 empty, columns 600.. empty, the others 1..=12
+    // scattered entries.
+    let (m, n) = (3000, 700);
+    let mut e = Vec::new();
+    for i in 0..m {
+        let len = match i {
+            17 => 600,
+            1000..1500 => 0,
+            _ => 1 + i % 12,
+        };
+        for t in 0..len {
+            e.push((
+                i,
+                (i * 131 + t * 257) % 600,
+                ((i + 3 * t) % 23) as f64 / 6.0 - 1.9,
+            ));
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    e.dedup_by_key(|x| (x.0, x.1));
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &e))),
+        ("x".to_string(), dense(vec![n], 3)),
+    ]);
+    let reference = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+    let reference = reference.outputs["y"].values().to_f64_vec();
+    for width in [1, 64, 250, 4096] {
+        for parallel in [false, true] {
+            let s = lacuna::schedule::ScheduleFile {
+                version: 1,
+                kernel: "spmv".into(),
+                trace: spmv_panels_trace(width, parallel),
+            };
+            for target in [Target::Interp, Target::InterpStage1] {
+                let got = run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), target, 1)
+                    .expect("runs");
+                assert_close(
+                    &got.outputs["y"].values().to_f64_vec(),
+                    &reference,
+                    &format!("width {width}, {target:?}"),
+                );
+            }
+            assert_threads_agree(&p, &s, &inputs, &reference);
+        }
+    }
 }
 
 /// `diagonal_count`: distinct `column - row` of the stored entries; 0 for other ranks.

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use lacuna_schedule::decompose::{
     best, enumerate, estimate, materialize, rules, saturate, saturate_csr, to_coo, Candidates,
-    CostWeights, CsrMatrix, Decomposition, Layout, MatrixStats, Part, RunnerLimits, StopReason,
-    Storage,
+    CostWeights, CsrMatrix, Decomposition, Layout, MatrixStats, PanelsStorage, Part, RunnerLimits,
+    StopReason, Storage,
 };
 use proptest::prelude::*;
 
@@ -90,6 +90,25 @@ fn matrix() -> impl Strategy<Value = CsrMatrix> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Column panels of any width (one column, fewer than the matrix has, all of them, more)
+    /// and panels after other parts reproduce the matrix; within each panel the rows increase
+    /// and every column lies in the panel.
+    #[test]
+    fn panels_reproduce_the_matrix_panel_by_panel(m in matrix(), width in 1u32..30) {
+        for text in [
+            format!("(panels {width})"),
+            format!("(+ (bucket 1 2 (ell 1)) (panels {width}))"),
+            format!("(+ (colpart 2 0 (panels {width})) (panels {width}))"),
+        ] {
+            let d: Decomposition = text.parse().unwrap();
+            for part in check_reproduces(&m, &d) {
+                if let Storage::Panels(s) = &part.storage {
+                    check_panels(s, m.n_cols);
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_enumerated_decomposition_reproduces_the_matrix(m in matrix()) {
@@ -309,6 +328,81 @@ fn dia_stores_rows_in_blocks_by_diagonal() {
     assert!(cost(&stats, "(dia 3 8)") > cost(&stats, "(dia 3 2)"));
     check_reproduces(&m, &"(dia 64 1)".parse().unwrap());
     check_reproduces(&m, &"(+ (bucket 3 4 (ell 3)) (dia 3 4))".parse().unwrap());
+}
+
+/// The invariants of a panels part: panel `p` holds its rows in increasing order, each with
+/// at least one entry, columns increasing and inside `[p w, (p + 1) w)`; positions run on from
+/// panel to panel.
+fn check_panels(s: &PanelsStorage, n_cols: usize) {
+    assert_eq!(s.panels(), n_cols.div_ceil(s.width));
+    assert_eq!(s.panel_rows.first(), Some(&0));
+    assert_eq!(s.panel_rows.last(), Some(&s.rows.len()));
+    assert_eq!(s.indptr.len(), s.rows.len() + 1);
+    assert_eq!((s.indptr[0], s.indptr[s.rows.len()]), (0, s.indices.len()));
+    assert_eq!(s.values.len(), s.indices.len());
+    for (p, w) in s.panel_rows.windows(2).enumerate() {
+        let rows = &s.rows[w[0]..w[1]];
+        assert!(rows.windows(2).all(|r| r[0] < r[1]), "panel {p}: {rows:?}");
+        for r in w[0]..w[1] {
+            let cols = &s.indices[s.indptr[r]..s.indptr[r + 1]];
+            assert!(!cols.is_empty(), "panel {p}, row {}: empty", s.rows[r]);
+            assert!(cols.windows(2).all(|c| c[0] < c[1]));
+            assert!(cols.iter().all(|c| c / s.width == p), "panel {p}: {cols:?}");
+        }
+    }
+    assert_eq!(
+        s.max_panel_rows(),
+        s.panel_rows
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0)
+    );
+}
+
+/// Column panels: `(panels 3)` of a 4 x 7 matrix (panels of columns 0-2, 3-5 and 6): rows in
+/// each panel where they have entries, panel after panel; a row in two panels accumulates.
+#[test]
+fn panels_store_rows_panel_by_panel() {
+    let m = CsrMatrix::from_triples(
+        4,
+        7,
+        &[
+            (0, 1, 1.0),
+            (0, 4, 2.0),
+            (0, 6, 3.0),
+            (2, 0, 4.0),
+            (2, 2, 5.0),
+            (3, 5, 6.0),
+        ],
+    )
+    .unwrap();
+    let parts = check_reproduces(&m, &"(panels 3)".parse().unwrap());
+    let [Part {
+        storage: Storage::Panels(s),
+        accumulate: true,
+        ..
+    }] = parts.as_slice()
+    else {
+        panic!("expected one accumulating panels part, got {parts:?}")
+    };
+    assert_eq!(s.panel_rows, vec![0, 2, 4, 5]);
+    assert_eq!(s.rows, vec![0, 2, 0, 3, 0]);
+    assert_eq!(s.indptr, vec![0, 1, 3, 4, 5, 6]);
+    assert_eq!(s.indices, vec![1, 0, 2, 4, 5, 6]);
+    assert_eq!(s.values, vec![1.0, 4.0, 5.0, 2.0, 6.0, 3.0]);
+    check_panels(s, 7);
+    // One panel holding every column: each non-empty row once, nothing accumulates.
+    let parts = check_reproduces(&m, &"(panels 7)".parse().unwrap());
+    assert!(!parts[0].accumulate);
+    // The cost grows with the rows split across panels.
+    let stats = MatrixStats::of(&m).unwrap();
+    assert!(cost(&stats, "(panels 1)") > cost(&stats, "(panels 7)"));
+    assert!("(panels 0)".parse::<Decomposition>().is_err());
+    assert_eq!(
+        "(panels 65536)".parse::<Decomposition>().unwrap().layout(),
+        &Layout::Panels { width: 65536 }
+    );
 }
 
 fn cost(stats: &MatrixStats, text: &str) -> f64 {

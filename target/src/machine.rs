@@ -150,6 +150,49 @@ fn gathers_rows(cpu: &str, amx: bool) -> bool {
 }
 
 /// [`host_prefetches_rows`] for an LLVM CPU name.
+/// Bytes of the host's per-core L2 cache (the unified or data cache of level 2 of CPU 0, as
+/// Linux's sysfs reports it), or [`DEFAULT_L2_BYTES`] where it cannot be read. Read once.
+pub fn host_l2_bytes() -> usize {
+    static L2: OnceLock<usize> = OnceLock::new();
+    *L2.get_or_init(|| {
+        (0..8)
+            .find_map(|i| {
+                let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+                let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
+                let level2 = read("level")?.trim() == "2";
+                let kind = read("type")?;
+                let usable = matches!(kind.trim(), "Unified" | "Data");
+                if level2 && usable {
+                    cache_bytes(&read("size")?)
+                } else {
+                    None
+                }
+            })
+            .unwrap_or(DEFAULT_L2_BYTES)
+    })
+}
+
+/// The L2 size assumed where the host's cannot be read.
+pub const DEFAULT_L2_BYTES: usize = 1 << 20;
+
+/// A cache size as sysfs writes it (`2048K`, `1M`, `512`), in bytes; `None` for anything else
+/// or zero.
+fn cache_bytes(text: &str) -> Option<usize> {
+    let t = text.trim();
+    let (digits, unit) = match t.strip_suffix(['K', 'k']) {
+        Some(d) => (d, 1usize << 10),
+        None => match t.strip_suffix(['M', 'm']) {
+            Some(d) => (d, 1 << 20),
+            None => (t, 1),
+        },
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|&n| n > 0)
+}
+
 fn prefetches_rows(cpu: &str) -> bool {
     cpu.starts_with("znver5")
 }
@@ -286,8 +329,21 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 #[cfg(test)]
 mod tests {
     use super::{
-        amx_core, assembles_gathers, gathers_rows, has_avx512f, masks_long_rows, prefetches_rows,
+        amx_core, assembles_gathers, cache_bytes, gathers_rows, has_avx512f, masks_long_rows,
+        prefetches_rows,
     };
+
+    /// Sizes as sysfs writes them; anything else is unreadable, not a guess.
+    #[test]
+    fn cache_sizes_are_read_in_sysfs_units() {
+        assert_eq!(cache_bytes("2048K\n"), Some(2 << 20));
+        assert_eq!(cache_bytes("1M"), Some(1 << 20));
+        assert_eq!(cache_bytes("512"), Some(512));
+        assert_eq!(cache_bytes("0K"), None);
+        assert_eq!(cache_bytes(""), None);
+        assert_eq!(cache_bytes("2 MiB"), None);
+        assert_eq!(cache_bytes("99999999999999999999K"), None);
+    }
 
     #[test]
     fn zen4_and_zen5_assemble_gathers() {

@@ -97,6 +97,7 @@ pub(crate) enum Op {
     SplitRows(u32),
     Sell(u32, u32),
     Dia(u32, u32),
+    Panels(u32),
     Bucket(u32, u32),
     ColPart(u32, u32),
     Sum,
@@ -113,6 +114,7 @@ impl Op {
             Layout::SplitRows { width } => (Op::SplitRows(*width), vec![]),
             Layout::Sell { lanes, sigma } => (Op::Sell(*lanes, *sigma), vec![]),
             Layout::Dia { diagonals, lanes } => (Op::Dia(*diagonals, *lanes), vec![]),
+            Layout::Panels { width } => (Op::Panels(*width), vec![]),
             Layout::Bucket { lo, hi, inner } => (Op::Bucket(*lo, *hi), vec![&**inner]),
             Layout::ColPart { parts, part, inner } => (Op::ColPart(*parts, *part), vec![&**inner]),
             Layout::Sum(a, b) => (Op::Sum, vec![&**a, &**b]),
@@ -174,6 +176,7 @@ pub(crate) fn eval_op(
         | Op::Bsr(_)
         | Op::Padded(_)
         | Op::SplitRows(_)
+        | Op::Panels(_)
         | Op::Sell(..) => Some(leaf(op, region, stats)),
     }
 }
@@ -293,6 +296,25 @@ fn leaf(op: Op, region: &Region, stats: &MatrixStats) -> (Cost, Region) {
                     + INDEX_BYTES * groups * lanes_f,
                 padding: (slots - nnz).max(0.0),
                 work: slots + ROW_BOUNDS * groups + rows,
+            };
+            (cost, empty)
+        }
+        Op::Panels(width) => {
+            // A row of `l` entries falls into `k (1 - (1 - 1/k)^l)` of the `k` panels when its
+            // columns are spread evenly; each panel row reads its bounds and row id and adds
+            // into the result.
+            let k = (stats.n_cols as f64 / f64::from(width.max(1)))
+                .ceil()
+                .max(1.0);
+            let panel_rows: f64 = region
+                .hist
+                .iter()
+                .map(|(l, c)| *c as f64 * k * (1.0 - (1.0 - 1.0 / k).powf(*l as f64)))
+                .sum();
+            let cost = Cost {
+                bytes: entry * nnz + INDEX_BYTES * (2.0 * panel_rows + k + 1.0),
+                padding: 0.0,
+                work: nnz + (ROW_BOUNDS + ATOMIC) * panel_rows,
             };
             (cost, empty)
         }

@@ -145,4 +145,14 @@ pub enum DecomposeError {
         /// The diagonal (in increasing order) past the limit.
         first_beyond: i64,
     },
+    /// A part's row id or position does not fit the 32-bit indices of the kernel's axes.
+    #[error("part `{op}`: {what} {value} does not fit the kernel's 32-bit indices")]
+    IndexTooWide {
+        /// The operator of the part.
+        op: &'static str,
+        /// Which array: `row id`, `position`, `column`.
+        what: &'static str,
+        /// The value.
+        value: usize,
+    },
 }

@@ -40,6 +40,9 @@ mod def {
         /// most `d` diagonals (column minus row); rows in blocks of `c`, each block holding one
         /// slot per diagonal and row, so that a block's rows run as vector lanes reading `x`
         /// contiguously, with no column indices.
+        /// `(panels w)`: every entry, in column panels of `w` columns: panel by panel, each
+        /// panel's non-empty rows (with their row ids) as CSR of their entries in the panel, so
+        /// that a pass over one panel gathers from `w` columns only.
         /// `(bucket lo hi f)`: `f` on the rows whose length (in the context) is in `[lo, hi)`.
         /// `(colpart k p f)`: `f` on the entries whose column lies in part `p` of `k`.
         /// `(+ a b)`: `a`, then `b` on what `a` left.
@@ -52,6 +55,7 @@ mod def {
             "split_rows" = SplitRows(Id),
             "sell" = Sell([Id; 2]),
             "dia" = Dia([Id; 2]),
+            "panels" = Panels(Id),
             "bucket" = Bucket([Id; 3]),
             "colpart" = ColPart([Id; 3]),
             "+" = Sum([Id; 2]),
@@ -111,6 +115,16 @@ pub enum Layout {
         /// Rows per block (vector lanes).
         lanes: u32,
     },
+    /// Every entry, in column panels: the columns cut into ranges of `width`; panel by panel,
+    /// the context's rows holding entries in the panel, in increasing order, each with its
+    /// entries there in column order (a doubly compressed CSR per panel, all panels in one
+    /// part). A pass over one panel gathers from `width` columns of the dense operand only, which
+    /// stay in cache where the whole operand would not; a row with entries in several panels is
+    /// written once per panel.
+    Panels {
+        /// Columns per panel.
+        width: u32,
+    },
     /// `inner` on the rows whose length in the context lies in `[lo, hi)`.
     Bucket {
         /// Smallest row length (inclusive).
@@ -143,6 +157,7 @@ impl Layout {
             Layout::Bsr { block } => num_node(expr, *block, Format::Bsr),
             Layout::Padded { tile } => num_node(expr, *tile, Format::Padded),
             Layout::SplitRows { width } => num_node(expr, *width, Format::SplitRows),
+            Layout::Panels { width } => num_node(expr, *width, Format::Panels),
             Layout::Sell { lanes, sigma } => {
                 let ids = [expr.add(Format::Num(*lanes)), expr.add(Format::Num(*sigma))];
                 expr.add(Format::Sell(ids))
@@ -187,7 +202,7 @@ impl Layout {
         match self {
             Layout::Csr | Layout::Remainder => 1,
             Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Padded { .. } => 2,
-            Layout::SplitRows { .. } => 2,
+            Layout::SplitRows { .. } | Layout::Panels { .. } => 2,
             Layout::Sell { .. } | Layout::Dia { .. } => 3,
             Layout::Bucket { inner, .. } | Layout::ColPart { inner, .. } => 3 + inner.size(),
             Layout::Sum(a, b) => 1 + a.size() + b.size(),
@@ -220,6 +235,7 @@ fn read(expr: &RecExpr<Format>, id: Id, depth: usize) -> Result<Layout, Decompos
         Format::Bsr(b) => Layout::Bsr { block: num(*b)? },
         Format::Padded(t) => Layout::Padded { tile: num(*t)? },
         Format::SplitRows(w) => Layout::SplitRows { width: num(*w)? },
+        Format::Panels(w) => Layout::Panels { width: num(*w)? },
         Format::Sell([c, s]) => Layout::Sell {
             lanes: num(*c)?,
             sigma: num(*s)?,
@@ -356,6 +372,7 @@ fn check(layout: &Layout, depth: usize) -> Result<(), DecomposeError> {
         Layout::Bsr { block: 0 } => Err(bad("bsr", "block", 0, "at least 1")),
         Layout::Padded { tile: 0 } => Err(bad("padded", "tile", 0, "at least 1")),
         Layout::SplitRows { width: 0 } => Err(bad("split_rows", "width", 0, "at least 1")),
+        Layout::Panels { width: 0 } => Err(bad("panels", "width", 0, "at least 1")),
         Layout::Sell { lanes, .. } if !(1..=MAX_SELL_LANES).contains(lanes) => {
             Err(bad("sell", "lanes", *lanes, "from 1 to 64"))
         }
@@ -369,7 +386,7 @@ fn check(layout: &Layout, depth: usize) -> Result<(), DecomposeError> {
         }
         Layout::Dia { .. } => Ok(()),
         Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Padded { .. } => Ok(()),
-        Layout::SplitRows { .. } => Ok(()),
+        Layout::SplitRows { .. } | Layout::Panels { .. } => Ok(()),
         Layout::Bucket { lo, hi, inner } => {
             if hi <= lo {
                 return Err(bad("bucket", "hi", *hi, "greater than lo"));
@@ -407,6 +424,7 @@ fn cover(layout: &Layout) -> Cover {
         | Layout::Remainder
         | Layout::Padded { .. }
         | Layout::SplitRows { .. }
+        | Layout::Panels { .. }
         | Layout::Sell { .. }
         | Layout::Dia { .. } => Cover::All,
         Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Bucket { .. } => Cover::Nothing,

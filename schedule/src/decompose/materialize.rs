@@ -10,7 +10,8 @@ use super::error::DecomposeError;
 use super::lang::{Decomposition, Layout};
 use super::matrix::CsrMatrix;
 use super::parts::{
-    BsrStorage, DiaStorage, EllStorage, Filter, PaddedStorage, Part, SellStorage, Storage,
+    BsrStorage, DiaStorage, EllStorage, Filter, PaddedStorage, PanelsStorage, Part, SellStorage,
+    Storage,
 };
 use super::stats::part_width;
 
@@ -156,6 +157,11 @@ fn walk(
         Layout::Sell { lanes, sigma } => {
             let (s, sources) = sell(csr, copy, &context, *lanes as usize, *sigma as usize)?;
             push((Storage::Sell(s), sources));
+            Ok(Vec::new())
+        }
+        Layout::Panels { width } => {
+            let (s, sources) = panels(csr, copy, &context, *width as usize)?;
+            push((Storage::Panels(s), sources));
             Ok(Vec::new())
         }
         Layout::Dia { diagonals, lanes } => {
@@ -404,6 +410,73 @@ fn sell(
             }
         }
     }
+    Ok((storage, sources))
+}
+
+/// The context's entries in column panels of `width` columns (see [`Layout::Panels`]).
+fn panels(
+    csr: &CsrMatrix,
+    copy: bool,
+    context: &Context,
+    width: usize,
+) -> Result<(PanelsStorage, Vec<i64>), DecomposeError> {
+    let width = width.max(1);
+    let n_panels = csr.n_cols.div_ceil(width);
+    // Panel rows and entries per panel (a row's positions are in column order, so its panels
+    // come in increasing order).
+    let (mut rows_in, mut entries_in) = (vec![0usize; n_panels + 1], vec![0usize; n_panels + 1]);
+    for (_, positions) in context {
+        let mut last = usize::MAX;
+        for &k in positions {
+            let p = csr.indices[k] / width;
+            entries_in[p + 1] += 1;
+            if p != last {
+                rows_in[p + 1] += 1;
+                last = p;
+            }
+        }
+    }
+    for p in 0..n_panels {
+        rows_in[p + 1] += rows_in[p];
+        entries_in[p + 1] += entries_in[p];
+    }
+    let (n_rows, nnz) = (rows_in[n_panels], entries_in[n_panels]);
+    if nnz > MAX_PART_SLOTS || n_rows > MAX_PART_SLOTS {
+        return Err(too_large("panels", nnz.max(n_rows)));
+    }
+    let mut storage = PanelsStorage {
+        width,
+        panel_rows: rows_in.clone(),
+        rows: vec![0; n_rows],
+        indptr: vec![0; n_rows + 1],
+        indices: vec![0; nnz],
+        values: vec![0.0; nnz],
+    };
+    let mut sources = vec![-1; nnz];
+    // The next panel row and entry of each panel.
+    let (mut next_row, mut next_entry) = (rows_in, entries_in);
+    for (row, positions) in context {
+        let mut last = usize::MAX;
+        for &k in positions {
+            let p = csr.indices[k] / width;
+            if p != last {
+                let r = next_row[p];
+                next_row[p] += 1;
+                storage.rows[r] = *row;
+                storage.indptr[r] = next_entry[p];
+                last = p;
+            }
+            let e = next_entry[p];
+            next_entry[p] += 1;
+            storage.indices[e] = csr.indices[k];
+            if copy {
+                storage.values[e] = csr.values[k];
+            }
+            sources[e] = source(k);
+        }
+    }
+    // Panel rows follow each other, panel after panel: each ends where the next starts.
+    storage.indptr[n_rows] = nnz;
     Ok((storage, sources))
 }
 

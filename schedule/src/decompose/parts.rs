@@ -151,6 +151,42 @@ impl DiaStorage {
     }
 }
 
+/// Column-panel storage (`panels`): the columns cut into ranges of `width`; panel `p` holds the
+/// panel rows `panel_rows[p]..panel_rows[p + 1]`, panel row `r` being matrix row `rows[r]` with
+/// its entries of the panel at `indptr[r]..indptr[r + 1]` (columns increasing). Within a panel
+/// the rows increase; a matrix row appears in every panel where it has an entry. No padding.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PanelsStorage {
+    /// Columns per panel.
+    pub width: usize,
+    /// Panel rows per panel, `panels + 1` positions.
+    pub panel_rows: Vec<usize>,
+    /// Matrix row of each panel row.
+    pub rows: Vec<usize>,
+    /// Entry positions per panel row, `rows.len() + 1` entries.
+    pub indptr: Vec<usize>,
+    /// Column of each entry.
+    pub indices: Vec<usize>,
+    /// Value of each entry.
+    pub values: Vec<f64>,
+}
+
+impl PanelsStorage {
+    /// Number of panels.
+    pub fn panels(&self) -> usize {
+        self.panel_rows.len().saturating_sub(1)
+    }
+
+    /// The most rows one panel holds.
+    pub fn max_panel_rows(&self) -> usize {
+        self.panel_rows
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// The arrays of one part.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Storage {
@@ -168,6 +204,8 @@ pub enum Storage {
     Sell(SellStorage),
     /// `dia`.
     Dia(DiaStorage),
+    /// `panels`.
+    Panels(PanelsStorage),
 }
 
 /// One part of a materialized decomposition.
@@ -242,6 +280,15 @@ impl Part {
                     }
                 }
             }
+            Storage::Panels(p) => {
+                for (r, w) in p.indptr.windows(2).enumerate() {
+                    let Some(row) = p.rows.get(r) else { continue };
+                    let range = w[0]..w[1].max(w[0]);
+                    let cols = p.indices.get(range.clone()).unwrap_or_default();
+                    let vals = p.values.get(range).unwrap_or_default();
+                    out.extend(cols.iter().zip(vals).map(|(c, v)| (*row, *c, *v)));
+                }
+            }
             Storage::Dia(d) => {
                 for (slot, (v, m)) in d.values.iter().zip(&d.mask).enumerate() {
                     let (row, col) = d.position(slot);
@@ -297,6 +344,7 @@ impl Part {
                 .map(|(r, _)| r)
                 .collect(),
             Storage::Ell(e) | Storage::SplitRows(e) => e.rows.clone(),
+            Storage::Panels(p) => p.rows.clone(),
             // A lane beyond the part's rows repeats its group's first row, adding zero.
             Storage::Sell(s) => {
                 let mut rows = s.rows.clone();

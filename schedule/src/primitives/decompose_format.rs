@@ -47,6 +47,13 @@ pub enum PartKind {
         /// Rows per block.
         lanes: usize,
     },
+    /// Column panels (`panels`): a dense panel axis, the panel's rows as a sparse axis whose
+    /// coordinates are matrix rows, their entries in the panel as a sparse axis of columns;
+    /// both sparse axes index with `index` (the decomposed column axis's index type).
+    Panels {
+        /// The index type of the sparse axes' arrays.
+        index: IndexType,
+    },
 }
 
 /// A decomposition applied to a buffer: what the conversion must build at run time.
@@ -110,6 +117,7 @@ fn kinds_of(d: &Decomposition, cols: IndexType) -> Result<Vec<PartKind>, Conditi
                 cols,
             }),
             Storage::Dia(s) => Ok(PartKind::Dia { lanes: s.lanes }),
+            Storage::Panels(_) => Ok(PartKind::Panels { index: cols }),
         })
         .collect()
 }
@@ -294,6 +302,58 @@ pub fn decompose_format(
                     coordinates_buffer(format!("{pn}.col"), slot_axes.clone(), col_dtype, &aj);
                 let vals = input_buffer(pn.clone(), slot_axes, DType::F64);
                 (vec![g, q, l], vec![row, col, vals])
+            }
+            PartKind::Panels { .. } => {
+                p.params.extend([
+                    format!("{pn}.panels"),
+                    format!("{pn}.nrows"),
+                    format!("{pn}.nnz"),
+                ]);
+                let rows = p
+                    .axis(&ai)
+                    .map(|a| a.kind.coord_extent().clone())
+                    .unwrap_or(Size::Const(0));
+                let panel = i64_axis(
+                    format!("{pn}.p"),
+                    AxisKind::DenseFixed {
+                        n: Size::Param(format!("{pn}.panels")),
+                    },
+                    true,
+                );
+                // Row ids and positions at the width of the decomposed column axis (binding
+                // refuses a value beyond it).
+                let r = Axis {
+                    idtype: col_type,
+                    ..i64_axis(
+                        format!("{pn}.i"),
+                        AxisKind::SparseVariable {
+                            parent: panel.name.clone(),
+                            n: rows,
+                            nnz: Size::Param(format!("{pn}.nrows")),
+                            loose: false,
+                        },
+                        true,
+                    )
+                };
+                let s = Axis {
+                    idtype: col_type,
+                    ..i64_axis(
+                        format!("{pn}.s"),
+                        AxisKind::SparseVariable {
+                            parent: r.name.clone(),
+                            n: n.clone(),
+                            nnz: Size::Param(format!("{pn}.nnz")),
+                            loose: false,
+                        },
+                        true,
+                    )
+                };
+                let vals = input_buffer(
+                    pn.clone(),
+                    vec![panel.name.clone(), r.name.clone(), s.name.clone()],
+                    DType::F64,
+                );
+                (vec![panel, r, s], vec![vals])
             }
             PartKind::Dia { lanes } => {
                 p.params
@@ -499,6 +559,15 @@ fn rewrite(
                         },
                     )
                 }
+                // The panel's rows are coordinates of the row axis: the row variable is the row.
+                // Panels write the same rows (a reduction over panels).
+                PartKind::Panels { .. } => (
+                    vec![format!("{pn}.p"), format!("{pn}.i"), format!("{pn}.s")],
+                    vec![var(&format!("{vi}p")), var(&vi), var(&vj)],
+                    vec!['R', kinds_s[pi], kinds_s[pj]],
+                    Expr::Var(var(&vi)),
+                    Expr::Var(var(&vj)),
+                ),
                 PartKind::Dia { lanes } => {
                     // Row `g * lanes + l`; column that row plus the diagonal's offset.
                     let (g, l) = (var(&format!("{vi}g")), var(&vi));
@@ -767,6 +836,50 @@ fn bind_parts(
                     .insert(format!("{pn}.off"), ArrayData::I64(s.offsets));
                 b.buffers.insert(pn, ArrayData::F64(s.values));
             }
+            Storage::Panels(s) => {
+                b.params.insert(format!("{pn}.panels"), s.panels() as i64);
+                b.params.insert(format!("{pn}.nrows"), s.rows.len() as i64);
+                b.params.insert(format!("{pn}.nnz"), s.indices.len() as i64);
+                let narrow = matches!(
+                    conv.parts.get(t),
+                    Some(PartKind::Panels {
+                        index: IndexType::I32
+                    })
+                );
+                // At the axes' index type: a value past i32 is an error, not a wrapped index.
+                let index = |v: &[usize], what: &'static str| {
+                    if !narrow {
+                        return Ok(i64s(v));
+                    }
+                    v.iter()
+                        .map(|&x| {
+                            i32::try_from(x).map_err(|_| {
+                                crate::decompose::DecomposeError::IndexTooWide {
+                                    op: "panels",
+                                    what,
+                                    value: x,
+                                }
+                            })
+                        })
+                        .collect::<Result<Vec<i32>, _>>()
+                        .map(ArrayData::I32)
+                };
+                b.axes.insert(
+                    format!("{pn}.i"),
+                    AxisData {
+                        indptr: Some(index(&s.panel_rows, "position")?),
+                        indices: Some(index(&s.rows, "row id")?),
+                    },
+                );
+                b.axes.insert(
+                    format!("{pn}.s"),
+                    AxisData {
+                        indptr: Some(index(&s.indptr, "position")?),
+                        indices: Some(index(&s.indices, "column")?),
+                    },
+                );
+                b.buffers.insert(pn, ArrayData::F64(s.values));
+            }
             Storage::Padded(s) => {
                 b.params.insert(format!("{pn}.nnz"), s.indices.len() as i64);
                 b.axes.insert(
@@ -953,7 +1066,11 @@ fn decompose_relations(
                 ));
                 p.axes.extend([ri, sl]);
             }
-            PartKind::Bsr(_) | PartKind::Padded | PartKind::Sell { .. } | PartKind::Dia { .. } => {
+            PartKind::Bsr(_)
+            | PartKind::Padded
+            | PartKind::Sell { .. }
+            | PartKind::Dia { .. }
+            | PartKind::Panels { .. } => {
                 return Err(Condition::BadArgument {
                     what: format!("per_relation: part {t} is {kind:?}; relation-level parts are ELL (ell, split_rows, in buckets) or a CSR remainder"),
                 })

@@ -53,7 +53,9 @@ fn slots(pn: &str, kind: PartKind) -> Expr {
                 DType::I64,
             )),
         ),
-        PartKind::Csr | PartKind::Padded => Expr::Param(format!("{pn}.nnz")),
+        PartKind::Csr | PartKind::Padded | PartKind::Panels { .. } => {
+            Expr::Param(format!("{pn}.nnz"))
+        }
         PartKind::Bsr(b) => Expr::Binary(
             BinOp::Mul,
             param("nnzb"),
@@ -69,7 +71,7 @@ fn slots(pn: &str, kind: PartKind) -> Expr {
 fn slot_params(pn: &str, kind: PartKind) -> Vec<String> {
     let names: &[&str] = match kind {
         PartKind::Ell => &["rows", "w"],
-        PartKind::Csr | PartKind::Padded => &["nnz"],
+        PartKind::Csr | PartKind::Padded | PartKind::Panels { .. } => &["nnz"],
         PartKind::Bsr(_) => &["nnzb"],
         PartKind::Sell { .. } => &["steps"],
         PartKind::Dia { .. } => &["blocks", "diagonals"],
