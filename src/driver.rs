@@ -2732,6 +2732,10 @@ pub fn convert_inputs(
     conversions: &[Conversion],
     inputs: &BTreeMap<String, Input>,
 ) -> Result<Bindings, DriverError> {
+    let sorted = |mut c: CooTensor| {
+        c.sort_and_sum_duplicates();
+        c
+    };
     let mut given = Bindings::default();
     for conv in conversions {
         let input = inputs
@@ -2739,11 +2743,16 @@ pub fn convert_inputs(
             .ok_or_else(|| BindError::MissingInput {
                 buffer: conv.buffer.clone(),
             })?;
-        let mut coo = match input {
-            Input::Coo(c) => c.clone(),
-            Input::Sparse(t) => t.to_coo(),
+        // Coordinates already sorted and unique (as read from a file) are read where they are;
+        // others are copied and sorted (copying a matrix of 28M entries took a second).
+        let coo: std::borrow::Cow<'_, CooTensor> = match input {
+            Input::Coo(c) if c.sorted_and_unique() => std::borrow::Cow::Borrowed(c),
+            Input::Coo(c) => std::borrow::Cow::Owned(sorted(c.clone())),
+            Input::Sparse(t) => std::borrow::Cow::Owned(sorted(t.to_coo())),
             // Its non-zeros, as binding stores them: the source maps index those.
-            Input::Dense(d) => lacuna_stage1::dense_nonzeros(&conv.buffer, d)?,
+            Input::Dense(d) => {
+                std::borrow::Cow::Owned(sorted(lacuna_stage1::dense_nonzeros(&conv.buffer, d)?))
+            }
         };
         let fail = |source| DriverError::Conversion {
             buffer: conv.buffer.clone(),
@@ -2759,7 +2768,6 @@ pub fn convert_inputs(
                 }
                 .into());
             };
-            coo.sort_and_sum_duplicates();
             let c = &coo.coords;
             let part = lacuna_schedule::convert_relations(
                 conv,
@@ -2781,7 +2789,6 @@ pub fn convert_inputs(
             }
             .into());
         }
-        coo.sort_and_sum_duplicates();
         let (m, n) = (coo.shape[0], coo.shape[1]);
         let mut indptr = m
             .checked_add(1)

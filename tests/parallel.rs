@@ -1184,6 +1184,20 @@ fn builtin_spmv_stores_scattered_gathers_in_column_panels() {
             assert_threads_agree(&p, &s, &inputs, &reference);
         }
     }
+    // Entries given out of order are sorted before the conversion (sorted ones are read in
+    // place).
+    let mut reversed = e.clone();
+    reversed.reverse();
+    let shuffled = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &reversed))),
+        ("x".to_string(), dense(vec![n], 3)),
+    ]);
+    let s = lacuna::schedule::ScheduleFile {
+        version: 1,
+        kernel: "spmv".into(),
+        trace: spmv_panels_trace(64, true),
+    };
+    assert_threads_agree(&p, &s, &shuffled, &reference);
 }
 
 /// `diagonal_count`: distinct `column - row` of the stored entries; 0 for other ranks.

@@ -70,28 +70,42 @@ fn build(
     values: bool,
 ) -> Result<Inspection, DecomposeError> {
     csr.validate()?;
-    let context: Context = csr
-        .row_ranges()
-        .filter(|(_, range)| !range.is_empty())
-        .map(|(r, range)| (r, range.collect()))
-        .collect();
     let mut out = Out {
         values,
         parts: Vec::new(),
         sources: Vec::new(),
     };
-    let left = walk(
-        csr,
-        decomposition.layout(),
-        context,
-        &mut Vec::new(),
-        &mut out,
-    )?;
-    assert!(
-        left.is_empty(),
-        "a total decomposition left {} rows unstored",
-        left.len()
-    );
+    if let Layout::Panels { width } = decomposition.layout() {
+        // The whole matrix in one part: read from the CSR arrays, without a context (a list of
+        // positions per row, as large as the matrix).
+        let rows = || csr.row_ranges().filter(|(_, range)| !range.is_empty());
+        let (storage, sources) = panels(csr, values, rows, *width as usize)?;
+        out.parts.push(Part {
+            leaf: decomposition.layout().clone(),
+            filters: Vec::new(),
+            storage: Storage::Panels(storage),
+            accumulate: false,
+        });
+        out.sources.push(sources);
+    } else {
+        let context: Context = csr
+            .row_ranges()
+            .filter(|(_, range)| !range.is_empty())
+            .map(|(r, range)| (r, range.collect()))
+            .collect();
+        let left = walk(
+            csr,
+            decomposition.layout(),
+            context,
+            &mut Vec::new(),
+            &mut out,
+        )?;
+        assert!(
+            left.is_empty(),
+            "a total decomposition left {} rows unstored",
+            left.len()
+        );
+    }
     let Out {
         mut parts, sources, ..
     } = out;
@@ -160,7 +174,8 @@ fn walk(
             Ok(Vec::new())
         }
         Layout::Panels { width } => {
-            let (s, sources) = panels(csr, copy, &context, *width as usize)?;
+            let rows = || context.iter().map(|(r, p)| (*r, p.iter().copied()));
+            let (s, sources) = panels(csr, copy, rows, *width as usize)?;
             push((Storage::Panels(s), sources));
             Ok(Vec::new())
         }
@@ -413,21 +428,27 @@ fn sell(
     Ok((storage, sources))
 }
 
-/// The context's entries in column panels of `width` columns (see [`Layout::Panels`]).
-fn panels(
+/// The entries of `rows()` (non-empty rows in increasing order, each with the positions of its
+/// entries in `csr` in column order) in column panels of `width` columns (see
+/// [`Layout::Panels`]).
+fn panels<R, P>(
     csr: &CsrMatrix,
     copy: bool,
-    context: &Context,
+    rows: impl Fn() -> R,
     width: usize,
-) -> Result<(PanelsStorage, Vec<i64>), DecomposeError> {
+) -> Result<(PanelsStorage, Vec<i64>), DecomposeError>
+where
+    R: Iterator<Item = (usize, P)>,
+    P: Iterator<Item = usize>,
+{
     let width = width.max(1);
     let n_panels = csr.n_cols.div_ceil(width);
     // Panel rows and entries per panel (a row's positions are in column order, so its panels
     // come in increasing order).
     let (mut rows_in, mut entries_in) = (vec![0usize; n_panels + 1], vec![0usize; n_panels + 1]);
-    for (_, positions) in context {
+    for (_, positions) in rows() {
         let mut last = usize::MAX;
-        for &k in positions {
+        for k in positions {
             let p = csr.indices[k] / width;
             entries_in[p + 1] += 1;
             if p != last {
@@ -455,14 +476,14 @@ fn panels(
     let mut sources = vec![-1; nnz];
     // The next panel row and entry of each panel.
     let (mut next_row, mut next_entry) = (rows_in, entries_in);
-    for (row, positions) in context {
+    for (row, positions) in rows() {
         let mut last = usize::MAX;
-        for &k in positions {
+        for k in positions {
             let p = csr.indices[k] / width;
             if p != last {
                 let r = next_row[p];
                 next_row[p] += 1;
-                storage.rows[r] = *row;
+                storage.rows[r] = row;
                 storage.indptr[r] = next_entry[p];
                 last = p;
             }
