@@ -350,14 +350,6 @@ fn check_panels(s: &PanelsStorage, n_cols: usize) {
             assert!(cols.iter().all(|c| c / s.width == p), "panel {p}: {cols:?}");
         }
     }
-    assert_eq!(
-        s.max_panel_rows(),
-        s.panel_rows
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .max()
-            .unwrap_or(0)
-    );
 }
 
 /// Column panels: `(panels 3)` of a 4 x 7 matrix (panels of columns 0-2, 3-5 and 6): rows in

@@ -176,15 +176,6 @@ impl PanelsStorage {
     pub fn panels(&self) -> usize {
         self.panel_rows.len().saturating_sub(1)
     }
-
-    /// The most rows one panel holds.
-    pub fn max_panel_rows(&self) -> usize {
-        self.panel_rows
-            .windows(2)
-            .map(|w| w[1].saturating_sub(w[0]))
-            .max()
-            .unwrap_or(0)
-    }
 }
 
 /// The arrays of one part.
