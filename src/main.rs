@@ -586,6 +586,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
                     template: lacuna::tuning::TemplateOptions {
                         formats: cmd.decompositions,
                         scalar_gathers: lacuna::target::host_assembles_gathers(),
+                        panels: vec![lacuna::driver::spmv_panel_width(
+                            lacuna::target::host_l2_bytes(),
+                        )],
                         ..Default::default()
                     },
                     timeout: std::time::Duration::from_secs_f64(cmd.timeout),

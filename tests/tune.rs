@@ -316,6 +316,94 @@ fn spmv_template_tries_lanes_formats() {
     );
 }
 
+/// SpMV's template tries the column-panel widths it is given (those narrower than the
+/// matrix); its panel points compute the kernel at 1 and 3 threads, and with `parallel: rows`
+/// each panel's rows run in parallel, the panel loop serial.
+#[test]
+fn spmv_template_tries_column_panels() {
+    let p = load_kernel(&root().join("examples/spmv.ron")).expect("kernel");
+    let a = load_input(&root().join("tests/data/west0479.mtx")).expect("matrix");
+    let Input::Coo(coo) = a else {
+        panic!("a sparse matrix")
+    };
+    let n = coo.shape[1];
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo.clone())),
+        (
+            "x".to_string(),
+            Input::Dense(lacuna::ir::DenseArray {
+                shape: vec![n],
+                data: lacuna::ir::ArrayData::F64((0..n).map(|j| j as f64 / 9.0 - 2.0).collect()),
+            }),
+        ),
+    ]);
+    let params = BTreeMap::new();
+    let reference =
+        run_kernel_scheduled(&p, None, &inputs, &params, Target::Interp, 1).expect("reference");
+    let want = Input::Dense(match &reference.outputs["y"] {
+        lacuna::stage1::Output::Dense(d) => d.clone(),
+        other => panic!("{other:?}"),
+    });
+    let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
+    let stats = lacuna::tuning::coo_stats(&coo);
+    let opts = TemplateOptions {
+        panels: vec![64, 4096],
+        ..TemplateOptions::default()
+    };
+    let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &opts);
+    let space = t.space();
+    let formats = &space
+        .decisions
+        .iter()
+        .find(|d| d.name == "format")
+        .expect("a format decision")
+        .choices;
+    // west0479 has 479 columns: panels of 4096 would hold them all.
+    assert!(formats.iter().any(|f| f == "(panels 64)"), "{formats:?}");
+    assert!(!formats.iter().any(|f| f == "(panels 4096)"), "{formats:?}");
+    let mut parallel_points = 0;
+    for i in 0..space.size() {
+        let point = space.point(i);
+        let labels = space.labels(&point);
+        if labels["format"] != "(panels 64)" {
+            continue;
+        }
+        let Ok(trace) = t.trace(&point) else { continue };
+        if labels.get("parallel").map(String::as_str) == Some("rows") {
+            let parallel: Vec<&str> = trace
+                .iter()
+                .filter_map(|inst| match inst {
+                    lacuna::schedule::Instruction::Parallel { r#loop } => Some(r#loop.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                parallel.iter().any(|l| l.ends_with("i.p0") && !l.ends_with("ip.p0")),
+                "{labels:?}: {trace:?}"
+            );
+            assert!(!parallel.iter().any(|l| l.ends_with("ip.p0")), "{trace:?}");
+            parallel_points += 1;
+        }
+        let file = ScheduleFile {
+            version: 1,
+            kernel: "spmv".into(),
+            trace,
+        };
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
+            let got = pool
+                .install(|| run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1))
+                .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
+            let d = max_rel_diff(&want, &got.outputs["y"]);
+            assert!(d <= 1e-12, "{labels:?}, {threads} threads: differs by {d}");
+        }
+    }
+    assert!(parallel_points > 0);
+}
+
 fn records(db: &Path) -> Vec<Record> {
     Database::new(db).load().expect("the database parses")
 }

@@ -43,6 +43,10 @@ pub struct TemplateOptions {
     /// Whether kernels that walk a sparse row innermost (SpMV) also try [`LANES_FORMATS`],
     /// whose rows run as vector lanes.
     pub lanes: bool,
+    /// Column-panel widths such kernels also try (`(panels w)`, where the matrix has more
+    /// columns than `w`): each panel's rows gather from `w` elements of the dense operand only
+    /// (`lacuna tune` passes the host's L2-sized width, as the built-in SpMV schedule uses).
+    pub panels: Vec<u32>,
     /// Whether such kernels also try their vector lanes' gathers assembled from scalar loads
     /// (the `gathers` decision; `scalar_gathers` takes effect only on hosts where
     /// `lacuna_target::host_assembles_gathers`, which `lacuna tune` passes here).
@@ -63,6 +67,7 @@ impl Default for TemplateOptions {
             hyb: vec![(1, 32), (2, 32), (4, 32)],
             bsr: vec![2, 4],
             lanes: true,
+            panels: vec![],
             scalar_gathers: false,
         }
     }
@@ -76,7 +81,8 @@ impl Default for TemplateOptions {
 ///   rows, ...), one of SparseTIR's hyb formats with column parts, or BSR blocks with a CSR
 ///   remainder; one compute iteration per part. For kernels that walk a sparse row innermost,
 ///   also [`LANES_FORMATS`] (sliced ELL, DIA), scheduled as the built-in SpMV schedule does:
-///   a group's sums in a local cache, its rows as vector lanes;
+///   a group's sums in a local cache, its rows as vector lanes; and column panels of the
+///   widths in [`TemplateOptions::panels`];
 /// - `tile`: the dense innermost (feature) loop split by a divisor of its extent (the extent
 ///   specialized, so the split is exact), or not; `T-hoisted` also moves the outer part of the
 ///   split out of the sparse loop (the row's entries are then read once per tile of features,
@@ -209,6 +215,20 @@ impl KernelTemplate {
                 }
             }
         }
+        if let (Some(_), Some(buf), Some(stats)) = (&entries_var, &buffer, stats) {
+            for width in opts.panels.iter().filter(|&&w| stats.n_cols > w as usize) {
+                let term = format!("(panels {width})");
+                let inst = Instruction::DecomposeFormat {
+                    buffer: buf.clone(),
+                    into: term.clone(),
+                };
+                if !formats.iter().flatten().any(|t| *t == term)
+                    && Schedule::replay(p, &[inst]).is_ok()
+                {
+                    formats.push(Some(term));
+                }
+            }
+        }
         if formats.len() > 1 {
             space.push(
                 "format",
@@ -275,6 +295,7 @@ impl KernelTemplate {
         let mut s = Schedule::new(&self.program).map_err(|e| e.to_string())?;
         let apply = |s: &mut Schedule, inst: Instruction| s.apply(inst).map_err(|e| e.to_string());
         let mut lanes_format = false;
+        let mut panels_format = false;
         if let Some(i) = sp.decisions.iter().position(|d| d.name == "format") {
             if let (Some(term), Some(buf)) = (&self.formats[p[i]], &self.buffer) {
                 apply(
@@ -285,6 +306,7 @@ impl KernelTemplate {
                     },
                 )?;
                 lanes_format = LANES_FORMATS.contains(&term.as_str());
+                panels_format = term.starts_with("(panels");
             }
         }
         if let (true, Some((it, row, out))) = (lanes_format, &self.lanes) {
@@ -415,14 +437,22 @@ impl KernelTemplate {
                 if done.contains(&bare) && !outer.contains(':') {
                     continue;
                 }
-                if is_parallel(&s, outer)? {
+                if loops
+                    .iter()
+                    .take(2)
+                    .any(|l| is_parallel(&s, l).unwrap_or(false))
+                {
                     continue;
                 }
                 // Parts whose rows repeat (split rows) carry a dependence: they stay serial.
+                // Column panels write a row once per panel: their panel loop stays serial and
+                // each panel's rows (the next loop) run in parallel.
+                let panels = panels_format && loops.len() > 1;
+                let target = if panels { &loops[1] } else { outer };
                 match apply(
                     &mut s,
                     Instruction::Parallel {
-                        r#loop: outer.clone(),
+                        r#loop: target.clone(),
                     },
                 ) {
                     Ok(()) => done.push(bare),
