@@ -111,6 +111,9 @@ proptest! {
             ("spmv", "spmv_parallel", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
             // Sliced ELL: groups of 8 rows as vector lanes, groups in parallel.
             ("spmv", "spmv_sell", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
+            // Column panels (one here: the matrices are narrower than a panel), y zeroed and
+            // each panel's rows in parallel.
+            ("spmv", "spmv_panels", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
             // Prefetches 64 entries ahead across rows: clamped at each chunk's last entry.
             ("spmv", "spmv_prefetch", BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))])),
             ("spmm", "spmm_split_k", BTreeMap::from([("A".to_string(), a.clone()), ("B".to_string(), dense(vec![n, k], 2))])),

@@ -378,7 +378,9 @@ fn spmv_template_tries_column_panels() {
                 })
                 .collect();
             assert!(
-                parallel.iter().any(|l| l.ends_with("i.p0") && !l.ends_with("ip.p0")),
+                parallel
+                    .iter()
+                    .any(|l| l.ends_with("i.p0") && !l.ends_with("ip.p0")),
                 "{labels:?}: {trace:?}"
             );
             assert!(!parallel.iter().any(|l| l.ends_with("ip.p0")), "{trace:?}");
