@@ -1630,16 +1630,15 @@ pub const SPMV_PANELS_MIN_BYTES: usize = 8 << 20;
 
 /// Columns per panel of SpMV's column-panel schedule on a host with `l2_bytes` of L2 per core
 /// (0: unknown, [`lacuna_target::DEFAULT_L2_BYTES`]): the power of two of f64 elements nearest
-/// below a quarter of L2 (65536 for 2 MiB), at least 4096.
+/// below a quarter of L2 (65536 for 2 MiB), from 4096 to 2^30.
 pub fn spmv_panel_width(l2_bytes: usize) -> u32 {
     let l2 = if l2_bytes == 0 {
         lacuna_target::DEFAULT_L2_BYTES
     } else {
         l2_bytes
     };
-    let elements = (l2 / 4 / std::mem::size_of::<f64>()).max(4096);
-    let width = 1usize << elements.ilog2();
-    u32::try_from(width).unwrap_or(1 << 30).min(1 << 30)
+    let elements = (l2 / 4 / std::mem::size_of::<f64>()).clamp(4096, 1 << 30);
+    1 << elements.ilog2()
 }
 
 /// SpMV's schedule on `A` in column panels of `width` columns (`(panels width)`): `y` zeroed,
@@ -2732,10 +2731,6 @@ pub fn convert_inputs(
     conversions: &[Conversion],
     inputs: &BTreeMap<String, Input>,
 ) -> Result<Bindings, DriverError> {
-    let sorted = |mut c: CooTensor| {
-        c.sort_and_sum_duplicates();
-        c
-    };
     let mut given = Bindings::default();
     for conv in conversions {
         let input = inputs
@@ -2743,17 +2738,19 @@ pub fn convert_inputs(
             .ok_or_else(|| BindError::MissingInput {
                 buffer: conv.buffer.clone(),
             })?;
-        // Coordinates already sorted and unique (as read from a file) are read where they are;
-        // others are copied and sorted (copying a matrix of 28M entries took a second).
-        let coo: std::borrow::Cow<'_, CooTensor> = match input {
-            Input::Coo(c) if c.sorted_and_unique() => std::borrow::Cow::Borrowed(c),
-            Input::Coo(c) => std::borrow::Cow::Owned(sorted(c.clone())),
-            Input::Sparse(t) => std::borrow::Cow::Owned(sorted(t.to_coo())),
+        let mut coo = match input {
+            Input::Coo(c) => std::borrow::Cow::Borrowed(c),
+            Input::Sparse(t) => std::borrow::Cow::Owned(t.to_coo()),
             // Its non-zeros, as binding stores them: the source maps index those.
             Input::Dense(d) => {
-                std::borrow::Cow::Owned(sorted(lacuna_stage1::dense_nonzeros(&conv.buffer, d)?))
+                std::borrow::Cow::Owned(lacuna_stage1::dense_nonzeros(&conv.buffer, d)?)
             }
         };
+        // Coordinates already sorted and unique (as read from a file) are read where they are;
+        // others are copied (if borrowed) and sorted (copying 28M entries took a second).
+        if !coo.sorted_and_unique() {
+            coo.to_mut().sort_and_sum_duplicates();
+        }
         let fail = |source| DriverError::Conversion {
             buffer: conv.buffer.clone(),
             source,

@@ -173,6 +173,33 @@ fn every_template_point_computes_the_kernel() {
     assert!(checked > 20);
 }
 
+/// SpMV's inputs for matrix `a` (an `x` of `n` values from `x(j)`) and the stage-II
+/// interpreter's `y` for them, as an input to compare results with.
+fn spmv_inputs_and_reference(
+    p: &lacuna::stage1::Program,
+    a: &lacuna::ir::CooTensor,
+    x: impl Fn(usize) -> f64,
+) -> (BTreeMap<String, Input>, Input) {
+    let n = a.shape[1];
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(a.clone())),
+        (
+            "x".to_string(),
+            Input::Dense(lacuna::ir::DenseArray {
+                shape: vec![n],
+                data: lacuna::ir::ArrayData::F64((0..n).map(x).collect()),
+            }),
+        ),
+    ]);
+    let reference = run_kernel_scheduled(p, None, &inputs, &BTreeMap::new(), Target::Interp, 1)
+        .expect("reference");
+    let want = Input::Dense(match &reference.outputs["y"] {
+        lacuna::stage1::Output::Dense(d) => d.clone(),
+        other => panic!("{other:?}"),
+    });
+    (inputs, want)
+}
+
 /// SpMV's template also tries the formats whose rows run as vector lanes: sliced ELL on any
 /// matrix, DIA on a stencil (not on a matrix with more diagonals than it stores). Their points
 /// compute the kernel; with a lanes format, rows walked one at a time (`entries`) are refused.
@@ -203,23 +230,8 @@ fn spmv_template_tries_lanes_formats() {
         ],
         values: lacuna::ir::ArrayData::F64(entries.iter().map(|e| e.2).collect()),
     };
-    let inputs = BTreeMap::from([
-        ("A".to_string(), Input::Coo(coo.clone())),
-        (
-            "x".to_string(),
-            Input::Dense(lacuna::ir::DenseArray {
-                shape: vec![n],
-                data: lacuna::ir::ArrayData::F64((0..n).map(|j| j as f64 / 7.0 - 3.0).collect()),
-            }),
-        ),
-    ]);
+    let (inputs, want) = spmv_inputs_and_reference(&p, &coo, |j| j as f64 / 7.0 - 3.0);
     let params = BTreeMap::new();
-    let reference =
-        run_kernel_scheduled(&p, None, &inputs, &params, Target::Interp, 1).expect("reference");
-    let want = Input::Dense(match &reference.outputs["y"] {
-        lacuna::stage1::Output::Dense(d) => d.clone(),
-        other => panic!("{other:?}"),
-    });
     // A point's trace, compiled and run, computes the interpreter's `y`.
     let computes_y = |trace, what: &str| {
         let file = ScheduleFile {
@@ -326,24 +338,8 @@ fn spmv_template_tries_column_panels() {
     let Input::Coo(coo) = a else {
         panic!("a sparse matrix")
     };
-    let n = coo.shape[1];
-    let inputs = BTreeMap::from([
-        ("A".to_string(), Input::Coo(coo.clone())),
-        (
-            "x".to_string(),
-            Input::Dense(lacuna::ir::DenseArray {
-                shape: vec![n],
-                data: lacuna::ir::ArrayData::F64((0..n).map(|j| j as f64 / 9.0 - 2.0).collect()),
-            }),
-        ),
-    ]);
+    let (inputs, want) = spmv_inputs_and_reference(&p, &coo, |j| j as f64 / 9.0 - 2.0);
     let params = BTreeMap::new();
-    let reference =
-        run_kernel_scheduled(&p, None, &inputs, &params, Target::Interp, 1).expect("reference");
-    let want = Input::Dense(match &reference.outputs["y"] {
-        lacuna::stage1::Output::Dense(d) => d.clone(),
-        other => panic!("{other:?}"),
-    });
     let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
     let stats = lacuna::tuning::coo_stats(&coo);
     let opts = TemplateOptions {

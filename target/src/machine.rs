@@ -149,7 +149,6 @@ fn gathers_rows(cpu: &str, amx: bool) -> bool {
     cpu.starts_with("znver4") || cpu.starts_with("znver5") || amx
 }
 
-/// [`host_prefetches_rows`] for an LLVM CPU name.
 /// Bytes of the host's per-core L2 cache (the unified or data cache of level 2 of CPU 0, as
 /// Linux's sysfs reports it), or [`DEFAULT_L2_BYTES`] where it cannot be read. Read once.
 pub fn host_l2_bytes() -> usize {
@@ -193,6 +192,7 @@ fn cache_bytes(text: &str) -> Option<usize> {
         .filter(|&n| n > 0)
 }
 
+/// [`host_prefetches_rows`] for an LLVM CPU name.
 fn prefetches_rows(cpu: &str) -> bool {
     cpu.starts_with("znver5")
 }

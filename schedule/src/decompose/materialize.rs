@@ -77,7 +77,8 @@ fn build(
     };
     if let Layout::Panels { width } = decomposition.layout() {
         // The whole matrix in one part: read from the CSR arrays, without a context (a list of
-        // positions per row, as large as the matrix).
+        // positions per row, as large as the matrix; building it cost 0.4-1.0 s of rmat-large's
+        // 6-7 s conversion, session 24). Other layouts filter the context, so they keep it.
         let rows = || csr.row_ranges().filter(|(_, range)| !range.is_empty());
         let (storage, sources) = panels(csr, values, rows, *width as usize)?;
         out.parts.push(Part {

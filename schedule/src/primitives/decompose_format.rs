@@ -303,7 +303,7 @@ pub fn decompose_format(
                 let vals = input_buffer(pn.clone(), slot_axes, DType::F64);
                 (vec![g, q, l], vec![row, col, vals])
             }
-            PartKind::Panels { .. } => {
+            PartKind::Panels { index } => {
                 p.params.extend([
                     format!("{pn}.panels"),
                     format!("{pn}.nrows"),
@@ -322,32 +322,28 @@ pub fn decompose_format(
                 );
                 // Row ids and positions at the width of the decomposed column axis (binding
                 // refuses a value beyond it).
-                let r = Axis {
-                    idtype: col_type,
-                    ..i64_axis(
-                        format!("{pn}.i"),
-                        AxisKind::SparseVariable {
-                            parent: panel.name.clone(),
-                            n: rows,
-                            nnz: Size::Param(format!("{pn}.nrows")),
-                            loose: false,
-                        },
-                        true,
-                    )
-                };
-                let s = Axis {
-                    idtype: col_type,
-                    ..i64_axis(
-                        format!("{pn}.s"),
-                        AxisKind::SparseVariable {
-                            parent: r.name.clone(),
-                            n: n.clone(),
-                            nnz: Size::Param(format!("{pn}.nnz")),
-                            loose: false,
-                        },
-                        true,
-                    )
-                };
+                let r = index_axis(
+                    format!("{pn}.i"),
+                    AxisKind::SparseVariable {
+                        parent: panel.name.clone(),
+                        n: rows,
+                        nnz: Size::Param(format!("{pn}.nrows")),
+                        loose: false,
+                    },
+                    *index,
+                    true,
+                );
+                let s = index_axis(
+                    format!("{pn}.s"),
+                    AxisKind::SparseVariable {
+                        parent: r.name.clone(),
+                        n: n.clone(),
+                        nnz: Size::Param(format!("{pn}.nnz")),
+                        loose: false,
+                    },
+                    *index,
+                    true,
+                );
                 let vals = input_buffer(
                     pn.clone(),
                     vec![panel.name.clone(), r.name.clone(), s.name.clone()],
@@ -925,10 +921,15 @@ fn lane_axes(pn: &str, groups: &str, lanes: usize) -> (Axis, Axis) {
 }
 
 fn i64_axis(name: String, kind: AxisKind, sorted: bool) -> Axis {
+    index_axis(name, kind, IndexType::I64, sorted)
+}
+
+/// An axis of a part with `idtype` structure arrays and no closed forms.
+fn index_axis(name: String, kind: AxisKind, idtype: IndexType, sorted: bool) -> Axis {
     Axis {
         name,
         kind,
-        idtype: IndexType::I64,
+        idtype,
         sorted,
         closed_forms: vec![],
     }
