@@ -845,6 +845,11 @@ pub fn run_bench(
                                     diagonals: m.diagonals,
                                     ..driver::DataStats::host()
                                 };
+                                let data = if def.name == "spmm" {
+                                    data.with_spmm_panels(&m.coo)
+                                } else {
+                                    data
+                                };
                                 own = compile_kernel(
                                     def.name,
                                     format,

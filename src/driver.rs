@@ -1050,6 +1050,13 @@ pub struct DataStats {
     /// Bytes of the host's per-core L2 cache ([`lacuna_target::host_l2_bytes`]; 0 where
     /// unknown, read as [`lacuna_target::DEFAULT_L2_BYTES`]). A property of the host.
     pub l2_bytes: usize,
+    /// SpMM's gathers of `B`'s rows that miss a cache of L2's size, in thousandths, and the
+    /// runs of entries that column panels of `B` within it would make: see
+    /// [`spmm_panel_stats`]. Read for SpMM only, where `B` exceeds L2; 0 otherwise.
+    pub far_rows_permille: usize,
+    /// See `far_rows_permille`: the (row, panel) runs of entries of `A` at
+    /// [`spmm_panel_width`].
+    pub panel_runs: usize,
 }
 
 /// The number of distinct diagonals (`column - row`) of the 2-D tensor `a` that hold a stored
@@ -1155,6 +1162,38 @@ pub fn scattered_gathers(a: &CooTensor) -> usize {
     (far * 1000).checked_div(total).unwrap_or(0)
 }
 
+/// For SpMM's column panels of `width` rows of `B` (see [`spmm_by_panels`]): the share, in
+/// thousandths, of `a`'s entries, read in stored order (row by row, as CSR stores them), whose
+/// column was not gathered within the `window` entries before (nor ever: compulsory misses
+/// count) — a cheap stand-in for the gathers of `B`'s rows that miss a cache of `window` rows,
+/// since an entry's distance in entries bounds its distance in distinct rows from above —
+/// and the number of runs of entries in one row and one panel (each a pass that reads and
+/// writes a row of `C`). `(0, 0)` for tensors that are not 2-D or have no entries.
+pub fn spmm_panel_stats(a: &CooTensor, width: usize, window: usize) -> (usize, usize) {
+    let (Some(r), Some(c), &[_, cols]) = (a.coords.first(), a.coords.get(1), &a.shape[..]) else {
+        return (0, 0);
+    };
+    let nnz = a.nnz().min(r.len()).min(c.len());
+    const NEVER: usize = usize::MAX;
+    let Some(mut last) = filled(cols, NEVER).filter(|_| nnz > 0) else {
+        return (0, 0);
+    };
+    let width = width.max(1);
+    let (mut far, mut runs) = (0usize, 0usize);
+    let mut prev = (usize::MAX, usize::MAX);
+    for (t, (&row, &col)) in r.iter().zip(c).take(nnz).enumerate() {
+        let Some(seen) = last.get_mut(col) else {
+            continue;
+        };
+        far += usize::from(*seen == NEVER || t - *seen > window);
+        *seen = t;
+        let here = (row, col / width);
+        runs += usize::from(here != prev);
+        prev = here;
+    }
+    ((far * 1000) / nnz, runs)
+}
+
 impl DataStats {
     /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
     /// `hw_prefetches_rows`): the base the data's statistics are filled into.
@@ -1191,7 +1230,7 @@ impl DataStats {
             .and_then(Input::coo);
         let scattered_permille = matrix.as_deref().map_or(0, scattered_gathers);
         let row_changes_permille = matrix.as_deref().map_or(0, row_length_changes);
-        DataStats {
+        let stats = DataStats {
             nnz,
             rows,
             feat,
@@ -1200,6 +1239,38 @@ impl DataStats {
             row_changes_permille,
             diagonals: matrix.as_deref().map_or(0, diagonal_count),
             ..DataStats::host()
+        };
+        // Only SpMM's rule reads them (its `B`; SDDMM's `W` is gathered otherwise).
+        match (&matrix, inputs.get("B")) {
+            (Some(a), Some(_)) => stats.with_spmm_panels(a),
+            _ => stats,
+        }
+    }
+
+    /// `self` with SpMM's panel statistics of its matrix `a` ([`spmm_panel_stats`] at
+    /// [`spmm_panel_width`], over a window of L2's size in rows of `B`) filled in, where the
+    /// feature width is set and `B` exceeds L2 (left 0 otherwise: the rule reads them there
+    /// only).
+    pub fn with_spmm_panels(self, a: &CooTensor) -> DataStats {
+        let Some(k) = self.feat.filter(|_| self.gathered_bytes > self.l2()) else {
+            return self;
+        };
+        let row_bytes = k.max(1).saturating_mul(std::mem::size_of::<f64>());
+        let width = spmm_panel_width(self.l2_bytes, k) as usize;
+        let (far_rows_permille, panel_runs) = spmm_panel_stats(a, width, self.l2() / row_bytes);
+        DataStats {
+            far_rows_permille,
+            panel_runs,
+            ..self
+        }
+    }
+
+    /// The host's L2 bytes, [`lacuna_target::DEFAULT_L2_BYTES`] where unknown.
+    pub fn l2(&self) -> usize {
+        if self.l2_bytes == 0 {
+            lacuna_target::DEFAULT_L2_BYTES
+        } else {
+            self.l2_bytes
         }
     }
 
@@ -1398,6 +1469,21 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
     use lacuna_schedule::Instruction as I;
     let nnz = data.nnz;
     let mut trace = Vec::new();
+    if p.name == "spmm" && p.params.iter().any(|x| x == "feat") && spmm_by_panels(data) {
+        let k = data.feat.unwrap_or_default();
+        let chunk = if data.vector_masks && k.is_multiple_of(64) {
+            64
+        } else {
+            32
+        };
+        let width = spmm_panel_width(data.l2_bytes, k);
+        if let Some(file) = replayable(
+            p,
+            spmm_panels_trace(width, k, chunk, nnz >= PARALLEL_MIN_NNZ),
+        ) {
+            return Some(file);
+        }
+    }
     if p.name == "spmm" && p.params.iter().any(|x| x == "feat") {
         let blocking = data.feat.and_then(|k| {
             if k == 32 && data.whole_width_blocks {
@@ -1639,6 +1725,94 @@ pub fn spmv_panel_width(l2_bytes: usize) -> u32 {
     };
     let elements = (l2 / 4 / std::mem::size_of::<f64>()).clamp(4096, 1 << 30);
     1 << elements.ilog2()
+}
+
+/// Far gathers ([`DataStats::far_rows_permille`]) from which SpMM's built-in schedule stores
+/// `A` in column panels (see [`spmm_by_panels`]).
+pub const SPMM_PANELS_MIN_FAR: usize = 200;
+
+/// Mean entries per run (a row's entries in one panel, [`DataStats::panel_runs`]) from which
+/// SpMM's built-in schedule stores `A` in column panels: each run reads and writes its row of
+/// `C` once, which only a run of several gathers repays.
+pub const SPMM_PANELS_MIN_RUN: usize = 6;
+
+/// Whether SpMM's built-in schedule stores `A` in column panels ([`spmm_panels_trace`]): a
+/// feature width of 64 to 512 in multiples of 32, a `B` beyond L2 whose rows the CSR order
+/// gathers from far apart ([`SPMM_PANELS_MIN_FAR`]), and runs of [`SPMM_PANELS_MIN_RUN`]
+/// entries or more per row and panel. Each panel then gathers from half of L2's worth of
+/// `B`'s rows ([`spmm_panel_width`]) instead of all of `B` from the last-level cache.
+/// `lacuna bench`, k = 128, one / two threads, min of 10–20, ms, built-in → `(panels 1024)`
+/// with chunks of 64 (session 25, Xeon guest with 2 MiB of L2 per core; side by side): EX5
+/// (45 entries per row, 347‰ far, runs of 8.3) 4.43 / 2.45 → 3.38 / 1.93, citeseer_features
+/// (32, 313‰, 8.0) 1.52 / 0.99 → 1.37 / 0.71. Where the rule says no, panels lose:
+/// ego-Facebook (44, 109‰ far: its rows reuse `B`'s) 1.56 / 0.81 → 1.62 / 0.97, bcsstk16 (59,
+/// 49‰) 2.29 → 2.22–2.52; cage10 (13, 364‰ but runs of 3.8) 2.23 → 2.74–2.91, cage11 11.4 →
+/// 14.6, ct2010 18.8 → 27.9, wing 16.0 → 23.9–28.8 (runs of 1.0–1.4).
+pub fn spmm_by_panels(data: &DataStats) -> bool {
+    data.feat
+        .is_some_and(|k| k.is_multiple_of(32) && (64..=512).contains(&k))
+        && data.gathered_bytes > data.l2()
+        && data.far_rows_permille >= SPMM_PANELS_MIN_FAR
+        && data.panel_runs > 0
+        && data.nnz >= SPMM_PANELS_MIN_RUN.saturating_mul(data.panel_runs)
+}
+
+/// Rows of `B` per column panel of SpMM's panel schedule at feature width `feat` on a host
+/// with `l2_bytes` of L2 per core (0: unknown, [`lacuna_target::DEFAULT_L2_BYTES`]): the power
+/// of two of rows nearest below half of L2 (1024 rows of 128 f64 for 2 MiB), from 16 to 2^30.
+pub fn spmm_panel_width(l2_bytes: usize, feat: usize) -> u32 {
+    let l2 = if l2_bytes == 0 {
+        lacuna_target::DEFAULT_L2_BYTES
+    } else {
+        l2_bytes
+    };
+    let row = feat.max(1).saturating_mul(std::mem::size_of::<f64>());
+    let rows = (l2 / 2 / row).clamp(16, 1 << 30);
+    1 << rows.ilog2()
+}
+
+/// SpMM's schedule on `A` in column panels of `width` rows of `B` (`(panels width)`): `C`
+/// zeroed, then panel by panel each run's products added to its row of `C`, the feature width
+/// `feat` specialized and split by `chunk` vector lanes kept in registers across the run;
+/// where `parallel`, the zeroing and each panel's rows (distinct rows of `C`) in parallel.
+pub fn spmm_panels_trace(
+    width: u32,
+    feat: usize,
+    chunk: usize,
+    parallel: bool,
+) -> Vec<lacuna_schedule::Instruction> {
+    use lacuna_schedule::Instruction as I;
+    let mut trace = vec![
+        I::DecomposeFormat {
+            buffer: "A".into(),
+            into: format!("(panels {width})"),
+        },
+        I::Specialize {
+            param: "feat".into(),
+            value: feat as u64,
+        },
+        I::Split {
+            r#loop: "spmm_p0:k".into(),
+            factors: vec![None, Some(chunk as u64)],
+        },
+        I::Reorder {
+            loops: vec!["k.0".into(), "j.p0".into()],
+        },
+        I::Vectorize {
+            r#loop: "k.1".into(),
+        },
+    ];
+    if parallel {
+        trace.extend([
+            I::Parallel {
+                r#loop: "spmm_init:i".into(),
+            },
+            I::Parallel {
+                r#loop: "spmm_p0:i.p0".into(),
+            },
+        ]);
+    }
+    trace
 }
 
 /// SpMV's schedule on `A` in column panels of `width` columns (`(panels width)`): `y` zeroed,

@@ -1306,3 +1306,153 @@ fn scattered_gathers_tell_streams_from_random_columns() {
     cube.coords.push(vec![0]);
     assert_eq!(scattered_gathers(&cube), 0);
 }
+
+/// SpMM's built-in schedule stores `A` in column panels exactly for feature widths of 64 to
+/// 512 in multiples of 32, a `B` beyond L2, far gathers (`SPMM_PANELS_MIN_FAR`) and runs of
+/// `SPMM_PANELS_MIN_RUN` entries or more per row and panel; the panel holds half of L2 in rows
+/// of `B`; the schedule replays, and gives the interpreter's results at 1 to 4 threads (bit for
+/// bit the same at each) on skewed rows.
+#[test]
+fn builtin_spmm_stores_far_gathers_of_long_runs_in_column_panels() {
+    use lacuna::driver::{
+        builtin_schedule, run_kernel, run_kernel_scheduled, spmm_by_panels, spmm_panel_stats,
+        spmm_panel_width, DataStats, PARALLEL_MIN_NNZ, SPMM_PANELS_MIN_FAR as F,
+        SPMM_PANELS_MIN_RUN as R,
+    };
+    let p = example("spmm");
+    let chunk = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace.iter().find_map(|t| match t {
+            lacuna::schedule::Instruction::Split { factors, .. } => {
+                factors.last().copied().flatten()
+            }
+            _ => None,
+        })
+    };
+    let l2 = 2 << 20;
+    // (entries, k, bytes of B, far, runs, AVX-512, stored in panels)
+    for (nnz, k, bytes, far, runs, masks, want) in [
+        (1_000_000, 128, 8 << 20, F, 1_000_000 / R, true, true),
+        (1_000_000, 128, 8 << 20, F, 1_000_000 / R, false, true),
+        (10_000, 256, 8 << 20, 900, 10, true, true),
+        (1_000_000, 96, 8 << 20, 900, 1000, true, true),
+        (1_000_000, 128, 8 << 20, F - 1, 1000, true, false),
+        (1_000_000, 128, 8 << 20, 900, 1_000_000 / R + 1, true, false),
+        (1_000_000, 128, l2, 900, 1000, true, false),
+        (1_000_000, 32, 8 << 20, 900, 1000, true, false),
+        (1_000_000, 48, 8 << 20, 900, 1000, true, false),
+        (1_000_000, 1024, 8 << 20, 900, 1000, true, false),
+        (1_000_000, 128, 8 << 20, 900, 0, true, false),
+    ] {
+        let stats = DataStats {
+            nnz,
+            rows: nnz / 40,
+            feat: Some(k),
+            gathered_bytes: bytes,
+            far_rows_permille: far,
+            panel_runs: runs,
+            vector_masks: masks,
+            l2_bytes: l2,
+            ..Default::default()
+        };
+        assert_eq!(spmm_by_panels(&stats), want, "{stats:?}");
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(
+            decomposes_into(&s, "(panels"),
+            want,
+            "{stats:?}: {:?}",
+            s.trace
+        );
+        if want {
+            let width = spmm_panel_width(l2, k);
+            assert!(
+                decomposes_into(&s, &format!("(panels {width})")),
+                "{:?}",
+                s.trace
+            );
+            assert_eq!(parallel(&s), nnz >= PARALLEL_MIN_NNZ, "{:?}", s.trace);
+            let wide = masks && k % 64 == 0;
+            assert_eq!(chunk(&s), Some(if wide { 64 } else { 32 }), "{:?}", s.trace);
+        }
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+    // Half of L2 in rows of `feat` f64, a power of two, at least 16.
+    assert_eq!(spmm_panel_width(2 << 20, 128), 1024);
+    assert_eq!(spmm_panel_width(2 << 20, 32), 4096);
+    assert_eq!(spmm_panel_width(1_250_000, 128), 512);
+    assert_eq!(spmm_panel_width(64 << 10, 512), 16);
+    assert_eq!(
+        spmm_panel_width(0, 128),
+        spmm_panel_width(lacuna::target::DEFAULT_L2_BYTES, 128)
+    );
+    // Gathers in stored order, window 2, panels of 4 columns: only (1, 5) is within 2 entries
+    // of its column's previous gather; the runs are (0, 0) (0, 1) (1, 0) (1, 1) (2, 0) (2, 1).
+    let small = coo(
+        3,
+        8,
+        &[
+            (0, 0, 1.0),
+            (0, 1, 1.0),
+            (0, 5, 1.0),
+            (1, 0, 1.0),
+            (1, 5, 1.0),
+            (2, 1, 1.0),
+            (2, 7, 1.0),
+        ],
+    );
+    assert_eq!(spmm_panel_stats(&small, 4, 2), (6 * 1000 / 7, 6));
+    assert_eq!(spmm_panel_stats(&coo(3, 8, &[]), 4, 2), (0, 0));
+    // 700 x 1600, k = 128, on a host with 64 KiB of L2 (panels of 32 rows of B, a window of 64
+    // gathers): each row's entries in two runs of 32 columns that change from row to row; row
+    // 17 dense over 900 columns, rows 100..150 empty.
+    let (m, n, k) = (700, 1600, 128);
+    let mut e = Vec::new();
+    for i in 0..m {
+        if (100..150).contains(&i) {
+            continue;
+        }
+        if i == 17 {
+            e.extend((0..900).map(|c| (i, c, (c % 13) as f64 / 4.0 - 1.5)));
+            continue;
+        }
+        for (run, base) in [(i * 37) % 50, (i * 11 + 23) % 50].into_iter().enumerate() {
+            for t in 0..12 {
+                e.push((
+                    i,
+                    base * 32 + (t * 5 + run) % 32,
+                    ((i + 3 * t) % 17) as f64 / 5.0 - 1.6,
+                ));
+            }
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    e.dedup_by_key(|x| (x.0, x.1));
+    let a = coo(m, n, &e);
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(a.clone())),
+        ("B".to_string(), dense(vec![n, k], 5)),
+    ]);
+    let stats = DataStats {
+        l2_bytes: 64 << 10,
+        ..DataStats::of(&inputs)
+    }
+    .with_spmm_panels(&a);
+    assert!(spmm_by_panels(&stats), "{stats:?}");
+    let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+    assert!(decomposes_into(&s, "(panels 32)"), "{:?}", s.trace);
+    let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+    let want = want.outputs["C"].values().to_f64_vec();
+    let mut first = None;
+    for threads in 1..=4 {
+        let pool = lacuna::target::pool_builder(threads).build().expect("pool");
+        let got = pool.install(|| {
+            run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
+                .expect("runs")
+        });
+        let got = got.outputs["C"].values().to_f64_vec();
+        assert_close(&got, &want, &format!("{threads} threads"));
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
+        }
+    }
+}
