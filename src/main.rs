@@ -589,6 +589,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                         panels: vec![lacuna::driver::spmv_panel_width(
                             lacuna::target::host_l2_bytes(),
                         )],
+                        row_panel_bytes: lacuna::target::host_l2_bytes() / 2,
                         ..Default::default()
                     },
                     timeout: std::time::Duration::from_secs_f64(cmd.timeout),

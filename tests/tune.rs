@@ -402,6 +402,111 @@ fn spmv_template_tries_column_panels() {
     assert!(parallel_points > 0);
 }
 
+/// With `row_panel_bytes`, SpMM's template also tries column panels holding that many bytes of
+/// `B`'s rows (a power of two of rows, only where the matrix has more columns); its points
+/// split the features inside the panel's runs and run each panel's rows in parallel, and give
+/// the interpreter's results at 1 and 3 threads.
+#[test]
+fn spmm_template_tries_column_panels_of_b_rows() {
+    let p = load_kernel(&root().join("examples/spmm.ron")).expect("kernel");
+    let a = load_input(&root().join("tests/data/west0479.mtx")).expect("matrix");
+    let Input::Coo(coo) = &a else {
+        panic!("a sparse matrix")
+    };
+    let (n, k) = (479, 64);
+    let b_data = (0..n * k)
+        .map(|i| ((i * 37 + 5) % 101) as f64 / 50.0 - 1.0)
+        .collect();
+    let inputs = BTreeMap::from([
+        ("A".to_string(), a.clone()),
+        (
+            "B".to_string(),
+            Input::Dense(lacuna::ir::DenseArray {
+                shape: vec![n, k],
+                data: lacuna::ir::ArrayData::F64(b_data),
+            }),
+        ),
+    ]);
+    let params = BTreeMap::new();
+    let want = run_kernel_scheduled(&p, None, &inputs, &params, Target::Interp, 1)
+        .expect("reference")
+        .outputs["C"]
+        .clone();
+    let want = match want {
+        lacuna::stage1::Output::Dense(d) => Input::Dense(d),
+        other => panic!("a dense result, not {other:?}"),
+    };
+    let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
+    let stats = lacuna::tuning::coo_stats(coo);
+    let formats = |bytes: usize| {
+        let opts = TemplateOptions {
+            row_panel_bytes: bytes,
+            ..TemplateOptions::default()
+        };
+        let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &opts);
+        let choices = t
+            .space()
+            .decisions
+            .iter()
+            .find(|d| d.name == "format")
+            .map(|d| d.choices.clone())
+            .unwrap_or_default();
+        (t, choices)
+    };
+    // 40 rows of 64 f64 fit in 20 KiB: panels of 32 rows; 479 columns fit in 256 KiB whole.
+    let (t, choices) = formats(20 << 10);
+    assert!(choices.iter().any(|f| f == "(panels 32)"), "{choices:?}");
+    assert!(!formats(0).1.iter().any(|f| f.starts_with("(panels")));
+    assert!(!formats(256 << 10)
+        .1
+        .iter()
+        .any(|f| f.starts_with("(panels")));
+    let space = t.space();
+    let mut checked = 0;
+    for i in 0..space.size() {
+        let point = space.point(i);
+        let labels = space.labels(&point);
+        let wanted = labels["format"] == "(panels 32)"
+            && labels["tile"] == "16-hoisted"
+            && labels["inner"] == "vectorize";
+        if !wanted {
+            continue;
+        }
+        let trace = t
+            .trace(&point)
+            .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
+        if labels["parallel"] == "rows" {
+            let parallel: Vec<&str> = trace
+                .iter()
+                .filter_map(|inst| match inst {
+                    lacuna::schedule::Instruction::Parallel { r#loop } => Some(r#loop.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert!(parallel.iter().any(|l| l.ends_with("i.p0")), "{trace:?}");
+            assert!(!parallel.iter().any(|l| l.ends_with("ip.p0")), "{trace:?}");
+        }
+        let file = ScheduleFile {
+            version: 1,
+            kernel: "spmm".into(),
+            trace,
+        };
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("pool");
+            let got = pool
+                .install(|| run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1))
+                .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
+            let d = max_rel_diff(&want, &got.outputs["C"]);
+            assert!(d <= 1e-12, "{labels:?}, {threads} threads: differs by {d}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "serial and parallel rows");
+}
+
 fn records(db: &Path) -> Vec<Record> {
     Database::new(db).load().expect("the database parses")
 }

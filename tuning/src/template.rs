@@ -47,6 +47,12 @@ pub struct TemplateOptions {
     /// columns than `w`): each panel's rows gather from `w` elements of the dense operand only
     /// (`lacuna tune` passes the host's L2-sized width, as the built-in SpMV schedule uses).
     pub panels: Vec<u32>,
+    /// Bytes of the dense operand's rows that a column panel holds for kernels with a feature
+    /// loop (SpMM's `B`): they also try `(panels w)` with `w` the power of two of rows of
+    /// the feature width nearest below it (at least 16), where the matrix has more columns;
+    /// 0 tries none. `lacuna tune` passes half of the host's L2, as the built-in SpMM
+    /// schedule's panels hold (`lacuna::driver::spmm_panel_width`).
+    pub row_panel_bytes: usize,
     /// Whether such kernels also try their vector lanes' gathers assembled from scalar loads
     /// (the `gathers` decision; `scalar_gathers` takes effect only on hosts where
     /// `lacuna_target::host_assembles_gathers`, which `lacuna tune` passes here).
@@ -68,6 +74,7 @@ impl Default for TemplateOptions {
             bsr: vec![2, 4],
             lanes: true,
             panels: vec![],
+            row_panel_bytes: 0,
             scalar_gathers: false,
         }
     }
@@ -82,7 +89,8 @@ impl Default for TemplateOptions {
 ///   remainder; one compute iteration per part. For kernels that walk a sparse row innermost,
 ///   also [`LANES_FORMATS`] (sliced ELL, DIA), scheduled as the built-in SpMV schedule does:
 ///   a group's sums in a local cache, its rows as vector lanes; and column panels of the
-///   widths in [`TemplateOptions::panels`];
+///   widths in [`TemplateOptions::panels`]; kernels with a feature loop, column panels of
+///   [`TemplateOptions::row_panel_bytes`];
 /// - `tile`: the dense innermost (feature) loop split by a divisor of its extent (the extent
 ///   specialized, so the split is exact), or not; `T-hoisted` also moves the outer part of the
 ///   split out of the sparse loop (the row's entries are then read once per tile of features,
@@ -227,6 +235,27 @@ impl KernelTemplate {
                 {
                     formats.push(Some(term));
                 }
+            }
+        }
+        if let (Some((_, _, extent)), Some(buf), Some(stats), true) = (
+            feature_loop(p, params),
+            &buffer,
+            stats,
+            opts.row_panel_bytes > 0,
+        ) {
+            let row_bytes = (extent as usize).max(1).saturating_mul(8);
+            let rows = (opts.row_panel_bytes / row_bytes).clamp(16, 1 << 30);
+            let width = 1usize << rows.ilog2();
+            let term = format!("(panels {width})");
+            let inst = Instruction::DecomposeFormat {
+                buffer: buf.clone(),
+                into: term.clone(),
+            };
+            if stats.n_cols > width
+                && !formats.iter().flatten().any(|t| *t == term)
+                && Schedule::replay(p, &[inst]).is_ok()
+            {
+                formats.push(Some(term));
             }
         }
         if formats.len() > 1 {
