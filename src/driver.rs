@@ -1747,7 +1747,11 @@ pub const SPMM_PANELS_MIN_RUN: usize = 6;
 /// (32, 313‰, 8.0) 1.52 / 0.99 → 1.37 / 0.71. Where the rule says no, panels lose:
 /// ego-Facebook (44, 109‰ far: its rows reuse `B`'s) 1.56 / 0.81 → 1.62 / 0.97, bcsstk16 (59,
 /// 49‰) 2.29 → 2.22–2.52; cage10 (13, 364‰ but runs of 3.8) 2.23 → 2.74–2.91, cage11 11.4 →
-/// 14.6, ct2010 18.8 → 27.9, wing 16.0 → 23.9–28.8 (runs of 1.0–1.4).
+/// 14.6, ct2010 18.8 → 27.9, wing 16.0 → 23.9–28.8 (runs of 1.0–1.4). Other widths, built-in
+/// before → after, one / two threads: k = 64 (`(panels 2048)` against the register-blocked
+/// rows) EX5 1.98 / 1.11 → 1.47 / 0.81, citeseer_features 0.92 / 0.43 → 0.58 / 0.29; k = 256
+/// EX5 9.64 / 5.07 → 9.69 / 4.68, citeseer_features 3.68 / 2.05 → 3.63 / 1.74; k = 512 EX5
+/// 26.2 / 11.5 → 26.0 / 11.9, citeseer_features 8.96 / 4.09 → 8.45 / 3.77.
 pub fn spmm_by_panels(data: &DataStats) -> bool {
     data.feat
         .is_some_and(|k| k.is_multiple_of(32) && (64..=512).contains(&k))
