@@ -1807,36 +1807,36 @@ pub fn spmm_panels_trace(
         },
     ];
     if parallel {
-        trace.extend([
-            I::Parallel {
-                r#loop: "spmm_init:i".into(),
-            },
-            I::Parallel {
-                r#loop: "spmm_p0:i.p0".into(),
-            },
-        ]);
+        trace.extend(panels_in_parallel("spmm"));
     }
     trace
+}
+
+/// The parallel loops of a row iteration `iteration` over `A` in column panels: the zeroing of
+/// the result (`ITER_init:i`) and each panel's rows (`ITER_p0:i.p0`, distinct rows, balanced by
+/// their entries); the panel loop stays serial.
+fn panels_in_parallel(iteration: &str) -> [lacuna_schedule::Instruction; 2] {
+    use lacuna_schedule::Instruction as I;
+    [
+        I::Parallel {
+            r#loop: format!("{iteration}_init:i"),
+        },
+        I::Parallel {
+            r#loop: format!("{iteration}_p0:i.p0"),
+        },
+    ]
 }
 
 /// SpMV's schedule on `A` in column panels of `width` columns (`(panels width)`): `y` zeroed,
 /// then panel by panel each panel row's sum added to its row of `y`; where `parallel`, the
 /// zeroing and each panel's rows (distinct rows, balanced by their entries) in parallel.
 pub fn spmv_panels_trace(width: u32, parallel: bool) -> Vec<lacuna_schedule::Instruction> {
-    use lacuna_schedule::Instruction as I;
-    let mut trace = vec![I::DecomposeFormat {
+    let mut trace = vec![lacuna_schedule::Instruction::DecomposeFormat {
         buffer: "A".into(),
         into: format!("(panels {width})"),
     }];
     if parallel {
-        trace.extend([
-            I::Parallel {
-                r#loop: "spmv_init:i".into(),
-            },
-            I::Parallel {
-                r#loop: "spmv_p0:i.p0".into(),
-            },
-        ]);
+        trace.extend(panels_in_parallel("spmv"));
     }
     trace
 }

@@ -173,6 +173,48 @@ fn every_template_point_computes_the_kernel() {
     assert!(checked > 20);
 }
 
+/// The `Parallel` loops of a template point's trace.
+fn parallel_loops(trace: &[lacuna::schedule::Instruction]) -> Vec<&str> {
+    trace
+        .iter()
+        .filter_map(|inst| match inst {
+            lacuna::schedule::Instruction::Parallel { r#loop } => Some(r#loop.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs `kernel` scheduled by `trace` with the JIT at 1 and 3 threads and checks its result
+/// `out` against `want` (relative 1e-12).
+#[allow(clippy::too_many_arguments)]
+fn assert_point_computes(
+    p: &lacuna::stage1::Program,
+    kernel: &str,
+    trace: Vec<lacuna::schedule::Instruction>,
+    inputs: &BTreeMap<String, Input>,
+    params: &BTreeMap<String, i64>,
+    out: &str,
+    want: &Input,
+    what: &str,
+) {
+    let file = ScheduleFile {
+        version: 1,
+        kernel: kernel.into(),
+        trace,
+    };
+    for threads in [1, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("pool");
+        let got = pool
+            .install(|| run_kernel_scheduled(p, Some(&file), inputs, params, Target::Jit, 1))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let d = max_rel_diff(want, &got.outputs[out]);
+        assert!(d <= 1e-12, "{what}, {threads} threads: differs by {d}");
+    }
+}
+
 /// SpMV's inputs for matrix `a` (an `x` of `n` values from `x(j)`) and the stage-II
 /// interpreter's `y` for them, as an input to compare results with.
 fn spmv_inputs_and_reference(
@@ -366,13 +408,7 @@ fn spmv_template_tries_column_panels() {
         }
         let Ok(trace) = t.trace(&point) else { continue };
         if labels.get("parallel").map(String::as_str) == Some("rows") {
-            let parallel: Vec<&str> = trace
-                .iter()
-                .filter_map(|inst| match inst {
-                    lacuna::schedule::Instruction::Parallel { r#loop } => Some(r#loop.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let parallel = parallel_loops(&trace);
             assert!(
                 parallel
                     .iter()
@@ -382,22 +418,8 @@ fn spmv_template_tries_column_panels() {
             assert!(!parallel.iter().any(|l| l.ends_with("ip.p0")), "{trace:?}");
             parallel_points += 1;
         }
-        let file = ScheduleFile {
-            version: 1,
-            kernel: "spmv".into(),
-            trace,
-        };
-        for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .expect("pool");
-            let got = pool
-                .install(|| run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1))
-                .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
-            let d = max_rel_diff(&want, &got.outputs["y"]);
-            assert!(d <= 1e-12, "{labels:?}, {threads} threads: differs by {d}");
-        }
+        let what = format!("{labels:?}");
+        assert_point_computes(&p, "spmv", trace, &inputs, &params, "y", &want, &what);
     }
     assert!(parallel_points > 0);
 }
@@ -476,32 +498,12 @@ fn spmm_template_tries_column_panels_of_b_rows() {
             .trace(&point)
             .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
         if labels["parallel"] == "rows" {
-            let parallel: Vec<&str> = trace
-                .iter()
-                .filter_map(|inst| match inst {
-                    lacuna::schedule::Instruction::Parallel { r#loop } => Some(r#loop.as_str()),
-                    _ => None,
-                })
-                .collect();
+            let parallel = parallel_loops(&trace);
             assert!(parallel.iter().any(|l| l.ends_with("i.p0")), "{trace:?}");
             assert!(!parallel.iter().any(|l| l.ends_with("ip.p0")), "{trace:?}");
         }
-        let file = ScheduleFile {
-            version: 1,
-            kernel: "spmm".into(),
-            trace,
-        };
-        for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .expect("pool");
-            let got = pool
-                .install(|| run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1))
-                .unwrap_or_else(|e| panic!("{labels:?}: {e}"));
-            let d = max_rel_diff(&want, &got.outputs["C"]);
-            assert!(d <= 1e-12, "{labels:?}, {threads} threads: differs by {d}");
-        }
+        let what = format!("{labels:?}");
+        assert_point_computes(&p, "spmm", trace, &inputs, &params, "C", &want, &what);
         checked += 1;
     }
     assert_eq!(checked, 2, "serial and parallel rows");
