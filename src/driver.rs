@@ -1267,11 +1267,7 @@ impl DataStats {
 
     /// The host's L2 bytes, [`lacuna_target::DEFAULT_L2_BYTES`] where unknown.
     pub fn l2(&self) -> usize {
-        if self.l2_bytes == 0 {
-            lacuna_target::DEFAULT_L2_BYTES
-        } else {
-            self.l2_bytes
-        }
+        l2_or_default(self.l2_bytes)
     }
 
     /// Mean stored entries per row (0 without rows).
@@ -1441,7 +1437,9 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 256;
 ///   of 64 split by 64 where rows hold [`SPMM_WIDE_CHUNK_ROWS`] entries on average. With `B` beyond
 ///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched (not on hosts whose hardware
 ///   prefetchers cover them, `DataStats::hw_prefetches_rows`: Zen 5)
-///   [`SPMM_PREFETCH_DISTANCE`] entries ahead.
+///   [`SPMM_PREFETCH_DISTANCE`] entries ahead. Where [`spmm_by_panels`] says so (wide
+///   features, `B` beyond L2 gathered from far back, long runs per panel), `A` is stored in
+///   column panels instead ([`spmm_panels_trace`]).
 /// - SDDMM (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes
 ///   reassociate the sum: results may differ from the serial order in the last bits. With a
 ///   feature width from [`SDDMM_PREFETCH_MIN_FEAT`] to [`SDDMM_PREFETCH_MAX_FEAT`], the width is
@@ -1718,13 +1716,18 @@ pub const SPMV_PANELS_MIN_BYTES: usize = 8 << 20;
 /// (0: unknown, [`lacuna_target::DEFAULT_L2_BYTES`]): the power of two of f64 elements nearest
 /// below a quarter of L2 (65536 for 2 MiB), from 4096 to 2^30.
 pub fn spmv_panel_width(l2_bytes: usize) -> u32 {
-    let l2 = if l2_bytes == 0 {
+    let l2 = l2_or_default(l2_bytes);
+    let elements = (l2 / 4 / std::mem::size_of::<f64>()).clamp(4096, 1 << 30);
+    1 << elements.ilog2()
+}
+
+/// `l2_bytes`, or [`lacuna_target::DEFAULT_L2_BYTES`] for 0 (unknown).
+fn l2_or_default(l2_bytes: usize) -> usize {
+    if l2_bytes == 0 {
         lacuna_target::DEFAULT_L2_BYTES
     } else {
         l2_bytes
-    };
-    let elements = (l2 / 4 / std::mem::size_of::<f64>()).clamp(4096, 1 << 30);
-    1 << elements.ilog2()
+    }
 }
 
 /// Far gathers ([`DataStats::far_rows_permille`]) from which SpMM's built-in schedule stores
@@ -1765,11 +1768,7 @@ pub fn spmm_by_panels(data: &DataStats) -> bool {
 /// with `l2_bytes` of L2 per core (0: unknown, [`lacuna_target::DEFAULT_L2_BYTES`]): the power
 /// of two of rows nearest below half of L2 (1024 rows of 128 f64 for 2 MiB), from 16 to 2^30.
 pub fn spmm_panel_width(l2_bytes: usize, feat: usize) -> u32 {
-    let l2 = if l2_bytes == 0 {
-        lacuna_target::DEFAULT_L2_BYTES
-    } else {
-        l2_bytes
-    };
+    let l2 = l2_or_default(l2_bytes);
     let row = feat.max(1).saturating_mul(std::mem::size_of::<f64>());
     let rows = (l2 / 2 / row).clamp(16, 1 << 30);
     1 << rows.ilog2()
