@@ -1716,9 +1716,8 @@ pub const SPMV_PANELS_MIN_BYTES: usize = 8 << 20;
 /// (0: unknown, [`lacuna_target::DEFAULT_L2_BYTES`]): the power of two of f64 elements nearest
 /// below a quarter of L2 (65536 for 2 MiB), from 4096 to 2^30.
 pub fn spmv_panel_width(l2_bytes: usize) -> u32 {
-    let l2 = l2_or_default(l2_bytes);
-    let elements = (l2 / 4 / std::mem::size_of::<f64>()).clamp(4096, 1 << 30);
-    1 << elements.ilog2()
+    let f64_bytes = std::mem::size_of::<f64>();
+    lacuna_schedule::decompose::panel_width(l2_or_default(l2_bytes) / 4, f64_bytes, 4096)
 }
 
 /// `l2_bytes`, or [`lacuna_target::DEFAULT_L2_BYTES`] for 0 (unknown).
@@ -1768,10 +1767,8 @@ pub fn spmm_by_panels(data: &DataStats) -> bool {
 /// with `l2_bytes` of L2 per core (0: unknown, [`lacuna_target::DEFAULT_L2_BYTES`]): the power
 /// of two of rows nearest below half of L2 (1024 rows of 128 f64 for 2 MiB), from 16 to 2^30.
 pub fn spmm_panel_width(l2_bytes: usize, feat: usize) -> u32 {
-    let l2 = l2_or_default(l2_bytes);
     let row = feat.max(1).saturating_mul(std::mem::size_of::<f64>());
-    let rows = (l2 / 2 / row).clamp(16, 1 << 30);
-    1 << rows.ilog2()
+    lacuna_schedule::decompose::panel_width(l2_or_default(l2_bytes) / 2, row, 16)
 }
 
 /// SpMM's schedule on `A` in column panels of `width` rows of `B` (`(panels width)`): `C`

@@ -274,17 +274,9 @@ fn spmv_template_tries_lanes_formats() {
     };
     let (inputs, want) = spmv_inputs_and_reference(&p, &coo, |j| j as f64 / 7.0 - 3.0);
     let params = BTreeMap::new();
-    // A point's trace, compiled and run, computes the interpreter's `y`.
+    // A point's trace, compiled and run (at 1 and 3 threads), computes the interpreter's `y`.
     let computes_y = |trace, what: &str| {
-        let file = ScheduleFile {
-            version: 1,
-            kernel: "spmv".into(),
-            trace,
-        };
-        let got = run_kernel_scheduled(&p, Some(&file), &inputs, &params, Target::Jit, 1)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let d = max_rel_diff(&want, &got.outputs["y"]);
-        assert!(d <= 1e-12, "{what}: differs by {d}");
+        assert_point_computes(&p, "spmv", trace, &inputs, &params, "y", &want, what);
     };
     let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
     let stats = lacuna::tuning::coo_stats(&coo);

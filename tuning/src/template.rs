@@ -3,7 +3,9 @@
 //! schedule file.
 
 use crate::space::{Point, Space};
-use lacuna_schedule::decompose::{enumerate, hyb, Candidates, Decomposition, Layout, MatrixStats};
+use lacuna_schedule::decompose::{
+    enumerate, hyb, panel_width, Candidates, Decomposition, Layout, MatrixStats,
+};
 use lacuna_schedule::{Instruction, Schedule};
 use lacuna_stage1::{AxisKind, Program, Size};
 use lacuna_stage2::{Expr, ForKind, Func, Stmt};
@@ -182,12 +184,8 @@ impl KernelTemplate {
                     if term == "csr" || formats.iter().flatten().any(|t| *t == term) {
                         continue;
                     }
-                    let inst = Instruction::DecomposeFormat {
-                        buffer: buf.clone(),
-                        into: term.clone(),
-                    };
                     // Only decompositions this kernel accepts.
-                    if Schedule::replay(p, &[inst]).is_ok() {
+                    if decomposes(p, buf, &term) {
                         formats.push(Some(term));
                     }
                     if formats.len() > limit {
@@ -211,51 +209,28 @@ impl KernelTemplate {
                     Ok(_) => true,
                     Err(_) => false,
                 };
-                let inst = Instruction::DecomposeFormat {
-                    buffer: buf.clone(),
-                    into: term.to_string(),
-                };
-                if fits
-                    && !formats.iter().flatten().any(|t| t == term)
-                    && Schedule::replay(p, &[inst]).is_ok()
+                if fits && !formats.iter().flatten().any(|t| t == term) && decomposes(p, buf, term)
                 {
                     formats.push(Some(term.to_string()));
                 }
             }
         }
-        if let (Some(_), Some(buf), Some(stats)) = (&entries_var, &buffer, stats) {
-            for width in opts.panels.iter().filter(|&&w| stats.n_cols > w as usize) {
+        // Column panels: SpMV's of the given widths; a feature loop's holding
+        // `row_panel_bytes` of the dense operand's rows.
+        let panel_widths: Vec<u32> = match feature_loop(p, params) {
+            None if entries_var.is_some() => opts.panels.clone(),
+            Some((_, _, extent)) if opts.row_panel_bytes > 0 => {
+                let row_bytes = (extent as usize).saturating_mul(8);
+                vec![panel_width(opts.row_panel_bytes, row_bytes, 16)]
+            }
+            _ => vec![],
+        };
+        if let (Some(buf), Some(stats)) = (&buffer, stats) {
+            for width in panel_widths.iter().filter(|&&w| stats.n_cols > w as usize) {
                 let term = format!("(panels {width})");
-                let inst = Instruction::DecomposeFormat {
-                    buffer: buf.clone(),
-                    into: term.clone(),
-                };
-                if !formats.iter().flatten().any(|t| *t == term)
-                    && Schedule::replay(p, &[inst]).is_ok()
-                {
+                if !formats.iter().flatten().any(|t| *t == term) && decomposes(p, buf, &term) {
                     formats.push(Some(term));
                 }
-            }
-        }
-        if let (Some((_, _, extent)), Some(buf), Some(stats), true) = (
-            feature_loop(p, params),
-            &buffer,
-            stats,
-            opts.row_panel_bytes > 0,
-        ) {
-            let row_bytes = (extent as usize).max(1).saturating_mul(8);
-            let rows = (opts.row_panel_bytes / row_bytes).clamp(16, 1 << 30);
-            let width = 1usize << rows.ilog2();
-            let term = format!("(panels {width})");
-            let inst = Instruction::DecomposeFormat {
-                buffer: buf.clone(),
-                into: term.clone(),
-            };
-            if stats.n_cols > width
-                && !formats.iter().flatten().any(|t| *t == term)
-                && Schedule::replay(p, &[inst]).is_ok()
-            {
-                formats.push(Some(term));
             }
         }
         if formats.len() > 1 {
@@ -494,6 +469,15 @@ impl KernelTemplate {
         }
         Ok(s)
     }
+}
+
+/// Whether kernel `p` accepts `buffer` decomposed into `term`.
+fn decomposes(p: &Program, buffer: &str, term: &str) -> bool {
+    let inst = Instruction::DecomposeFormat {
+        buffer: buffer.to_string(),
+        into: term.to_string(),
+    };
+    Schedule::replay(p, &[inst]).is_ok()
 }
 
 /// Whether the loop `name` (as `get_loops` names it) is already parallel.

@@ -456,3 +456,11 @@ fn normalize(k: u32, set: BTreeSet<u32>) -> Cover {
         Cover::Parts(k, set)
     }
 }
+
+/// The width of column panels (`(panels w)`) whose slice of the dense operand fits in `bytes`,
+/// each column gathering `column_bytes` of it (8 for SpMV's `x`, a row of `B` for SpMM): the
+/// power of two of columns nearest below `bytes / column_bytes`, clamped to `min..=2^30`.
+pub fn panel_width(bytes: usize, column_bytes: usize, min: usize) -> u32 {
+    let columns = (bytes / column_bytes.max(1)).clamp(min.max(1), 1 << 30);
+    1 << columns.ilog2()
+}

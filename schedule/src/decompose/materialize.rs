@@ -19,7 +19,82 @@ use super::stats::part_width;
 pub const MAX_PART_SLOTS: usize = 1 << 28;
 
 /// Non-empty rows in increasing order, each with the positions of its entries in column order.
-type Context = Vec<(usize, Vec<usize>)>;
+type Context = Vec<(usize, Positions)>;
+
+/// The positions in the CSR matrix of one row's entries in a context, in column order: a range
+/// of the row's storage while no node has picked some of them (so that the root context of a
+/// large matrix costs no list of its positions), a list once one has.
+#[derive(Clone, Debug)]
+enum Positions {
+    Range(std::ops::Range<usize>),
+    List(Vec<usize>),
+}
+
+/// The iterator of [`Positions::iter`].
+#[derive(Clone)]
+enum PositionsIter<'a> {
+    Range(std::ops::Range<usize>),
+    List(std::iter::Copied<std::slice::Iter<'a, usize>>),
+}
+
+impl Iterator for PositionsIter<'_> {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            PositionsIter::Range(r) => r.next(),
+            PositionsIter::List(l) => l.next(),
+        }
+    }
+    fn nth(&mut self, n: usize) -> Option<usize> {
+        match self {
+            PositionsIter::Range(r) => r.nth(n),
+            PositionsIter::List(l) => l.nth(n),
+        }
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            PositionsIter::Range(r) => r.size_hint(),
+            PositionsIter::List(l) => l.size_hint(),
+        }
+    }
+}
+
+impl Positions {
+    fn len(&self) -> usize {
+        match self {
+            Positions::Range(r) => r.len(),
+            Positions::List(l) => l.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn iter(&self) -> PositionsIter<'_> {
+        match self {
+            Positions::Range(r) => PositionsIter::Range(r.clone()),
+            Positions::List(l) => PositionsIter::List(l.iter().copied()),
+        }
+    }
+
+    /// The positions after the first `n`.
+    fn skip(self, n: usize) -> Positions {
+        match self {
+            Positions::Range(r) => Positions::Range(r.start.saturating_add(n).min(r.end)..r.end),
+            Positions::List(mut l) => {
+                l.drain(..n.min(l.len()));
+                Positions::List(l)
+            }
+        }
+    }
+
+    /// Splits the positions by `keep` into those it holds for and the others (lists, in order).
+    fn partition(&self, keep: impl FnMut(&usize) -> bool) -> (Positions, Positions) {
+        let (i, o): (Vec<usize>, Vec<usize>) = self.iter().partition(keep);
+        (Positions::List(i), Positions::List(o))
+    }
+}
 
 /// Builds the storage of every part of `decomposition` from `csr`, in left-to-right order of the
 /// leaves; every leaf yields one part, possibly empty.
@@ -75,38 +150,25 @@ fn build(
         parts: Vec::new(),
         sources: Vec::new(),
     };
-    if let Layout::Panels { width } = decomposition.layout() {
-        // The whole matrix in one part: read from the CSR arrays, without a context (a list of
-        // positions per row, as large as the matrix; building it cost 0.4-1.0 s of rmat-large's
-        // 6-7 s conversion, session 24). Other layouts filter the context, so they keep it.
-        let rows = || csr.row_ranges().filter(|(_, range)| !range.is_empty());
-        let (storage, sources) = panels(csr, values, rows, *width as usize)?;
-        out.parts.push(Part {
-            leaf: decomposition.layout().clone(),
-            filters: Vec::new(),
-            storage: Storage::Panels(storage),
-            accumulate: false,
-        });
-        out.sources.push(sources);
-    } else {
-        let context: Context = csr
-            .row_ranges()
-            .filter(|(_, range)| !range.is_empty())
-            .map(|(r, range)| (r, range.collect()))
-            .collect();
-        let left = walk(
-            csr,
-            decomposition.layout(),
-            context,
-            &mut Vec::new(),
-            &mut out,
-        )?;
-        assert!(
-            left.is_empty(),
-            "a total decomposition left {} rows unstored",
-            left.len()
-        );
-    }
+    // Every row's range of positions, not a list of them: a list per row, as large as the
+    // matrix, cost 0.4-1.0 s of rmat-large's 6-7 s conversion to panels (session 24).
+    let context: Context = csr
+        .row_ranges()
+        .filter(|(_, range)| !range.is_empty())
+        .map(|(r, range)| (r, Positions::Range(range)))
+        .collect();
+    let left = walk(
+        csr,
+        decomposition.layout(),
+        context,
+        &mut Vec::new(),
+        &mut out,
+    )?;
+    assert!(
+        left.is_empty(),
+        "a total decomposition left {} rows unstored",
+        left.len()
+    );
     let Out {
         mut parts, sources, ..
     } = out;
@@ -146,20 +208,22 @@ fn walk(
         }
         Layout::Ell { width } => {
             let width = *width as usize;
-            let kept = context.iter().map(|(r, p)| (*r, &p[..p.len().min(width)]));
+            let kept = context.iter().map(|(r, p)| (*r, p.iter().take(width)));
             let (e, sources) = ell(csr, copy, "ell", width, kept)?;
             push((Storage::Ell(e), sources));
             Ok(context
                 .into_iter()
                 .filter(|(_, p)| p.len() > width)
-                .map(|(r, p)| (r, p[width..].to_vec()))
+                .map(|(r, p)| (r, p.skip(width)))
                 .collect())
         }
         Layout::SplitRows { width } => {
             let width = *width as usize;
-            let chunks = context
-                .iter()
-                .flat_map(|(r, p)| p.chunks(width).map(move |c| (*r, c)));
+            let chunks = context.iter().flat_map(|(r, p)| {
+                (0..p.len())
+                    .step_by(width.max(1))
+                    .map(move |start| (*r, p.iter().skip(start).take(width)))
+            });
             let (e, sources) = ell(csr, copy, "split_rows", width, chunks)?;
             push((Storage::SplitRows(e), sources));
             Ok(Vec::new())
@@ -175,7 +239,7 @@ fn walk(
             Ok(Vec::new())
         }
         Layout::Panels { width } => {
-            let rows = || context.iter().map(|(r, p)| (*r, p.iter().copied()));
+            let rows = || context.iter().map(|(r, p)| (*r, p.iter()));
             let (s, sources) = panels(csr, copy, rows, *width as usize)?;
             push((Storage::Panels(s), sources));
             Ok(Vec::new())
@@ -210,9 +274,7 @@ fn walk(
             let columns = start..start.saturating_add(width);
             let (mut inside, mut outside) = (Vec::new(), Vec::new());
             for (row, positions) in context {
-                let (i, o): (Vec<usize>, Vec<usize>) = positions
-                    .into_iter()
-                    .partition(|&k| columns.contains(&csr.indices[k]));
+                let (i, o) = positions.partition(|&k| columns.contains(&csr.indices[k]));
                 if !i.is_empty() {
                     inside.push((row, i));
                 }
@@ -242,14 +304,15 @@ fn merge(a: Context, b: Context) -> Context {
     loop {
         let next = match (a.peek(), b.peek()) {
             (Some(x), Some(y)) if x.0 == y.0 => {
-                let (row, mut p) = a.next().unwrap_or_default();
-                p.extend(b.next().unwrap_or_default().1);
-                p.sort_unstable();
-                (row, p)
+                let (row, p) = a.next().expect("peeked");
+                let (_, q) = b.next().expect("peeked");
+                let mut both: Vec<usize> = p.iter().chain(q.iter()).collect();
+                both.sort_unstable();
+                (row, Positions::List(both))
             }
-            (Some(x), Some(y)) if x.0 < y.0 => a.next().unwrap_or_default(),
-            (Some(_), Some(_)) | (None, Some(_)) => b.next().unwrap_or_default(),
-            (Some(_), None) => a.next().unwrap_or_default(),
+            (Some(x), Some(y)) if x.0 < y.0 => a.next().expect("peeked"),
+            (Some(_), Some(_)) | (None, Some(_)) => b.next().expect("peeked"),
+            (Some(_), None) => a.next().expect("peeked"),
             (None, None) => return out,
         };
         out.push(next);
@@ -274,10 +337,10 @@ fn to_csr(csr: &CsrMatrix, copy: bool, context: &Context) -> (CsrMatrix, Vec<i64
     let (mut indices, mut values, mut sources) = (Vec::new(), Vec::new(), Vec::new());
     for (row, positions) in context {
         indptr[row + 1] = positions.len();
-        indices.extend(positions.iter().map(|&k| csr.indices[k]));
-        sources.extend(positions.iter().map(|&k| source(k)));
+        indices.extend(positions.iter().map(|k| csr.indices[k]));
+        sources.extend(positions.iter().map(source));
         if copy {
-            values.extend(positions.iter().map(|&k| csr.values[k]));
+            values.extend(positions.iter().map(|k| csr.values[k]));
         }
     }
     if !copy {
@@ -296,13 +359,13 @@ fn to_csr(csr: &CsrMatrix, copy: bool, context: &Context) -> (CsrMatrix, Vec<i64
     (m, sources)
 }
 
-/// One ELL row of `width` slots per `(row, positions)` item.
-fn ell<'a>(
+/// One ELL row of `width` slots per `(row, positions)` item (at most `width` positions each).
+fn ell<P: Iterator<Item = usize>>(
     csr: &CsrMatrix,
     copy: bool,
     op: &'static str,
     width: usize,
-    rows: impl Iterator<Item = (usize, &'a [usize])> + Clone,
+    rows: impl Iterator<Item = (usize, P)> + Clone,
 ) -> Result<(EllStorage, Vec<i64>), DecomposeError> {
     let n = rows.clone().count();
     let slots = n
@@ -319,7 +382,7 @@ fn ell<'a>(
     let mut sources = vec![-1; slots];
     for (i, (row, positions)) in rows.enumerate() {
         storage.rows.push(row);
-        for (j, &k) in positions.iter().enumerate() {
+        for (j, k) in positions.enumerate() {
             storage.indices[i * width + j] = csr.indices[k];
             if copy {
                 storage.values[i * width + j] = csr.values[k];
@@ -358,7 +421,7 @@ fn padded(
     let mut sources = vec![-1; slots];
     for (row, positions) in context {
         let start = storage.indptr[*row];
-        for (j, &k) in positions.iter().enumerate() {
+        for (j, k) in positions.iter().enumerate() {
             storage.indices[start + j] = csr.indices[k];
             if copy {
                 storage.values[start + j] = csr.values[k];
@@ -379,12 +442,12 @@ fn sell(
     lanes: usize,
     sigma: usize,
 ) -> Result<(SellStorage, Vec<i64>), DecomposeError> {
-    let mut order: Vec<&(usize, Vec<usize>)> = context.iter().collect();
+    let mut order: Vec<&(usize, Positions)> = context.iter().collect();
     for window in order.chunks_mut(sigma.max(1)) {
         window.sort_by_key(|(_, p)| std::cmp::Reverse(p.len()));
     }
     let lanes = lanes.max(1);
-    let groups: Vec<&[&(usize, Vec<usize>)]> = order.chunks(lanes).collect();
+    let groups: Vec<&[&(usize, Positions)]> = order.chunks(lanes).collect();
     let mut steps = Vec::with_capacity(groups.len() + 1);
     steps.push(0usize);
     for g in &groups {
@@ -415,7 +478,7 @@ fn sell(
                 continue;
             };
             storage.rows.push(*row);
-            for (q, &k) in positions.iter().enumerate() {
+            for (q, k) in positions.iter().enumerate() {
                 let slot = (storage.steps[g] + q) * lanes + l;
                 storage.indices[slot] = csr.indices[k];
                 if copy {
@@ -514,7 +577,7 @@ fn dia(
     let lanes = lanes.max(1);
     let entries = context
         .iter()
-        .flat_map(|(row, positions)| positions.iter().map(|&k| (*row, csr.indices[k])));
+        .flat_map(|(row, positions)| positions.iter().map(|k| (*row, csr.indices[k])));
     let offsets = super::stats::diagonals(csr.n_rows, csr.n_cols, entries);
     if offsets.len() > diagonals {
         return Err(DecomposeError::TooManyDiagonals {
@@ -551,7 +614,7 @@ fn dia(
     let n_diagonals = storage.offsets.len();
     for (row, positions) in context {
         let (b, l) = (row / lanes, row % lanes);
-        for &k in positions {
+        for k in positions.iter() {
             let d = index[csr.indices[k] + shift - row];
             let slot = (b * n_diagonals + d) * lanes + l;
             if copy {
@@ -576,10 +639,8 @@ fn bsr(
     let mut inside = Vec::new();
     let mut left = Vec::new();
     for (row, positions) in context {
-        let (i, o): (Vec<usize>, Vec<usize>) = positions
-            .into_iter()
-            .partition(|&k| row < aligned_rows && csr.indices[k] < aligned_cols);
-        for k in i {
+        let (i, o) = positions.partition(|&k| row < aligned_rows && csr.indices[k] < aligned_cols);
+        for k in i.iter() {
             let col = csr.indices[k];
             inside.push((
                 row / block,

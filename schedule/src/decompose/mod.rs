@@ -57,7 +57,8 @@ mod stats;
 pub use cost::{estimate, Cost, CostWeights, ATOMIC, GROUP, ROW_BOUNDS, UNCONVERTIBLE};
 pub use error::DecomposeError;
 pub use lang::{
-    Decomposition, Format, Layout, MAX_DEPTH, MAX_DIA_DIAGONALS, MAX_DIA_LANES, MAX_SELL_LANES,
+    panel_width, Decomposition, Format, Layout, MAX_DEPTH, MAX_DIA_DIAGONALS, MAX_DIA_LANES,
+    MAX_SELL_LANES,
 };
 pub use materialize::{inspect, materialize, Inspection, MAX_PART_SLOTS};
 pub use matrix::CsrMatrix;
