@@ -173,6 +173,16 @@ fn every_template_point_computes_the_kernel() {
     assert!(checked > 20);
 }
 
+/// The choices of a template's `format` decision (none without one).
+fn format_choices(t: &KernelTemplate) -> Vec<String> {
+    t.space()
+        .decisions
+        .iter()
+        .find(|d| d.name == "format")
+        .map(|d| d.choices.clone())
+        .unwrap_or_default()
+}
+
 /// The `Parallel` loops of a template point's trace.
 fn parallel_loops(trace: &[lacuna::schedule::Instruction]) -> Vec<&str> {
     trace
@@ -282,12 +292,8 @@ fn spmv_template_tries_lanes_formats() {
     let stats = lacuna::tuning::coo_stats(&coo);
     let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &TemplateOptions::default());
     let space = t.space();
-    let formats = &space
-        .decisions
-        .iter()
-        .find(|d| d.name == "format")
-        .expect("a format decision")
-        .choices;
+    let formats = &format_choices(&t);
+    assert!(!formats.is_empty(), "a format decision");
     for term in LANES_FORMATS {
         assert!(formats.iter().any(|f| f == term), "{term}: {formats:?}");
     }
@@ -382,12 +388,8 @@ fn spmv_template_tries_column_panels() {
     };
     let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &opts);
     let space = t.space();
-    let formats = &space
-        .decisions
-        .iter()
-        .find(|d| d.name == "format")
-        .expect("a format decision")
-        .choices;
+    let formats = &format_choices(&t);
+    assert!(!formats.is_empty(), "a format decision");
     // west0479 has 479 columns: panels of 4096 would hold them all.
     assert!(formats.iter().any(|f| f == "(panels 64)"), "{formats:?}");
     assert!(!formats.iter().any(|f| f == "(panels 4096)"), "{formats:?}");
@@ -458,13 +460,7 @@ fn spmm_template_tries_column_panels_of_b_rows() {
             ..TemplateOptions::default()
         };
         let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &opts);
-        let choices = t
-            .space()
-            .decisions
-            .iter()
-            .find(|d| d.name == "format")
-            .map(|d| d.choices.clone())
-            .unwrap_or_default();
+        let choices = format_choices(&t);
         (t, choices)
     };
     // 40 rows of 64 f64 fit in 20 KiB: panels of 32 rows; 479 columns fit in 256 KiB whole.
