@@ -1057,6 +1057,10 @@ pub struct DataStats {
     /// See `far_rows_permille`: the (row, panel) runs of entries of `A` at
     /// [`spmm_panel_width`].
     pub panel_runs: usize,
+    /// Whether the host has streaming (non-temporal) vector stores
+    /// ([`lacuna_target::host_stream_bytes`]; see [`SPMM_STREAM_MIN_BYTES`]). A property of the
+    /// host.
+    pub stream_stores: bool,
 }
 
 /// The number of distinct diagonals (`column - row`) of the 2-D tensor `a` that hold a stored
@@ -1205,6 +1209,7 @@ impl DataStats {
             gathers_rows: lacuna_target::host_gathers_rows(),
             whole_width_blocks: lacuna_target::host_blocks_whole_width(),
             l2_bytes: lacuna_target::host_l2_bytes(),
+            stream_stores: lacuna_target::host_stream_bytes().is_some(),
             ..DataStats::default()
         }
     }
@@ -1302,6 +1307,20 @@ pub const SPMM_PREFETCH_MIN_BYTES: usize = 32 << 20;
 /// 8.94–9.10 / 9.45–9.85, wing 10.2–10.3 / 11.0–11.3, de2010 and vt2010 0–6% slower) and
 /// bcsstk16 (59 per row) 1.75–1.77 / 2.14–2.16.
 pub const SPMM_WIDE_CHUNK_ROWS: std::ops::Range<f64> = 8.0..50.0;
+
+/// Bytes of SpMM's `C` from which the built-in schedule accumulates each row in registers
+/// (`reverse_cache_write` at the row, its init folded in: the row is not zeroed in memory
+/// first) and stores it with streaming stores (`annotate(i, nontemporal)`), on hosts that have
+/// them (`DataStats::stream_stores`): an output beyond the last-level cache, written once, is
+/// then not read into the caches before it is overwritten. `lacuna bench`, k = 128, min of
+/// 10, ms, side by side with the schedule without (session 26, the Intel AMX host), one
+/// thread: ct2010 (`C` 69 MB) 20.7 → 18.9, cage11 (40 MB) 13.2 → 11.1–11.3, email-Enron (38
+/// MB) 13.0 → 11.1–11.6, vt2010 (33 MB) 5.19 → 4.79–4.85, soc-Slashdot0902 (84 MB) 45.1 →
+/// 40.7–41.6, cit-HepPh (35 MB) 14.3 → 13.8–14.3; two threads: ct2010 10.1 → 8.6–8.7, cage11
+/// 5.82 → 5.30–5.37, email-Enron 7.58 → 5.93–5.99, soc-Slashdot0902 21.4 → 20.1–20.8,
+/// cit-HepPh 6.74 → 6.34. Below (de2010, `C` 25 MB, 2.79 → 2.71–2.80 ms at two threads; a C
+/// prototype with `C` in the last-level cache between runs) it does not pay.
+pub const SPMM_STREAM_MIN_BYTES: usize = 32 << 20;
 
 /// Entries ahead that SpMM's built-in prefetch reads `J.indices` (4 and 16 measured no
 /// better than 8 on cit-HepPh).
@@ -1422,6 +1441,30 @@ pub const SPMV_PREFETCH_MIN_SCATTERED: usize = 500;
 /// none → 60–69. 256 entries are at most 16 KiB of lines in flight, well within L1.
 pub const SPMV_PREFETCH_DISTANCE: i64 = 256;
 
+/// SpMM's rows of `C` accumulated in registers and stored with streaming stores (see
+/// [`SPMM_STREAM_MIN_BYTES`]), after the feature loop's split (`k.0`) and reorder: the row's
+/// cache starts at zero in place of `C`'s init, the feature chunks are unrolled so that the
+/// cache's vectors stay in registers, and the row is written once, streamed.
+pub fn spmm_stream_trace() -> Vec<lacuna_schedule::Instruction> {
+    use lacuna_schedule::Instruction as I;
+    vec![
+        I::ReverseCacheWrite {
+            block: "spmm".into(),
+            buffer: "C".into(),
+            scope: "local".into(),
+            at: Some("spmm:i".into()),
+        },
+        I::Unroll {
+            r#loop: "k.0".into(),
+        },
+        I::Annotate {
+            r#loop: "spmm:i".into(),
+            key: "nontemporal".into(),
+            value: 1,
+        },
+    ]
+}
+
 /// The built-in schedule for a kernel run without one, chosen from its inputs' statistics: the
 /// outermost loop of its sparse iteration in parallel (balanced by stored entries) when the
 /// sparse inputs hold at least [`PARALLEL_MIN_NNZ`] entries and the loop's iterations are
@@ -1437,7 +1480,9 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 256;
 ///   of 64 split by 64 where rows hold [`SPMM_WIDE_CHUNK_ROWS`] entries on average. With `B` beyond
 ///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched (not on hosts whose hardware
 ///   prefetchers cover them, `DataStats::hw_prefetches_rows`: Zen 5)
-///   [`SPMM_PREFETCH_DISTANCE`] entries ahead. Where [`spmm_by_panels`] says so (wide
+///   [`SPMM_PREFETCH_DISTANCE`] entries ahead. With `C` of [`SPMM_STREAM_MIN_BYTES`] or
+///   more, each row is accumulated in registers and written once with streaming stores
+///   ([`spmm_stream_trace`]). Where [`spmm_by_panels`] says so (wide
 ///   features, `B` beyond L2 gathered from far back, long runs per panel), `A` is stored in
 ///   column panels instead ([`spmm_panels_trace`]).
 /// - SDDMM (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes
@@ -1526,6 +1571,15 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                     key: "prefetch".into(),
                     value: SPMM_PREFETCH_DISTANCE,
                 });
+            }
+            let c_bytes = data.rows.saturating_mul(k).saturating_mul(8);
+            if data.stream_stores && c_bytes >= SPMM_STREAM_MIN_BYTES {
+                // Only where it applies (the init folds into the cache), the rest kept either way.
+                let mut with = trace.clone();
+                with.extend(spmm_stream_trace());
+                if Schedule::replay(p, &with).is_ok() {
+                    trace = with;
+                }
             }
         }
     }

@@ -256,12 +256,86 @@ proptest! {
             ("B".to_string(), dense(&[n, k], b)),
         ]);
         let write_c = vec![split("spmm:k", 4), cache_write("spmm", "C", "local", "k.0")];
-        for (name, trace) in [("reverse_cache_read", spmm_trace()), ("reverse_cache_write", hyb_trace()), ("cache_write", write_c)] {
+        let mut traces = vec![("reverse_cache_read", spmm_trace()), ("reverse_cache_write", hyb_trace()), ("cache_write", write_c)];
+        if k > 0 {
+            // The row's features in a cache that starts at zero in place of C's init (folded:
+            // the row is stored, not added to), streamed where k is a multiple of 4.
+            traces.push(("reverse_cache_write at the row", row_cache_trace(k as u64, k % 4 == 0)));
+        }
+        for (name, trace) in traces {
             for (target, out) in run_scheduled(&p, &trace, &inputs) {
                 assert_dense(&format!("{name} {target}"), &out, &[m, k], &want);
             }
         }
     }
+}
+
+/// SpMM with the features specialized to `k` and split by 4 (the chunks outside the row's
+/// entries), each row accumulated in a local cache at `spmm:i` (`reverse_cache_write`), and
+/// with `stream` the row's stores annotated `nontemporal`.
+fn row_cache_trace(k: u64, stream: bool) -> Vec<Instruction> {
+    let mut t = vec![
+        Instruction::Specialize {
+            param: s("feat"),
+            value: k,
+        },
+        split("spmm:k", 4),
+        Instruction::Reorder {
+            loops: vec![s("k.0"), s("j")],
+        },
+        reverse_cache_write("spmm", "C", "local", "spmm:i"),
+    ];
+    if stream {
+        t.push(Instruction::Annotate {
+            r#loop: s("spmm:i"),
+            key: s("nontemporal"),
+            value: 1,
+        });
+    }
+    t
+}
+
+/// A reverse write cache of a whole row folds the init of `C` in where the two cover the same
+/// elements, counted by running their loops: with 10 features split by 4 (the last chunk
+/// guarded), `C` is no longer zeroed, and each element is stored from the cache once, not
+/// added to. `nontemporal` accepts loops that store consecutive elements, and rejects others.
+#[test]
+fn reverse_cache_write_of_a_row_folds_the_init_of_split_features() {
+    let p = kernel("spmm");
+    for k in [8, 10] {
+        let text = ir(&p, &row_cache_trace(k, false));
+        assert!(!text.contains("spmm_init"), "k = {k}:\n{text}");
+        assert!(
+            text.contains("C[i, k.C_local] = C_local["),
+            "k = {k}:\n{text}"
+        );
+        assert!(!text.contains("C[i, k.C_local] + "), "k = {k}:\n{text}");
+    }
+    // A feature width not specialized: the init's range is not known, nothing folds.
+    let generic = vec![
+        split("spmm:k", 4),
+        reverse_cache_write("spmm", "C", "local", "k.0"),
+    ];
+    let text = ir(&p, &generic);
+    assert!(
+        text.contains("spmm_init") && text.contains("C[i, k.C_local] + "),
+        "{text}"
+    );
+    assert!(ir(&p, &row_cache_trace(8, true)).contains("attr nontemporal"));
+    // A sum into C (no cache) is read back; the guarded last chunk of 10 features is not a
+    // plain loop of stores.
+    let nontemporal = Instruction::Annotate {
+        r#loop: s("spmm:i"),
+        key: s("nontemporal"),
+        value: 1,
+    };
+    rejects("spmm", &[], nontemporal.clone(), "no loop under `spmm:i`");
+    rejects(
+        "spmm",
+        &row_cache_trace(10, false),
+        nontemporal,
+        "stores consecutive elements",
+    );
 }
 
 /// Applies `trace` then `inst`, which must fail with an error naming the primitive and

@@ -1456,3 +1456,162 @@ fn builtin_spmm_stores_far_gathers_of_long_runs_in_column_panels() {
         }
     }
 }
+
+/// SpMM's streamed rows ([`lacuna::driver::spmm_stream_trace`]): the built-in schedule adds
+/// them for an output of `SPMM_STREAM_MIN_BYTES` or more on hosts with streaming stores, for
+/// each register blocking (k = 32 whole, 48 by 16 unrolled, 128 by 64 or 32 as vector lanes).
+/// The compiled kernel gives the interpreter's `C` whether the output starts a vector (the
+/// streaming path) or not (the loop as written), at 1 to 4 threads, and writes nothing
+/// outside `C`.
+#[test]
+fn builtin_spmm_streams_large_outputs_and_keeps_results() {
+    use lacuna::driver::{builtin_schedule, run_kernel, DataStats, SPMM_STREAM_MIN_BYTES};
+    use lacuna::target::{RawArray, RawBindings};
+    let p = example("spmm");
+    let streams = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace.iter().any(|t| {
+            matches!(t, lacuna::schedule::Instruction::Annotate { key, .. } if key == "nontemporal")
+        })
+    };
+    for (k, masks) in [
+        (32, true),
+        (48, true),
+        (128, true),
+        (128, false),
+        (96, true),
+    ] {
+        let big = SPMM_STREAM_MIN_BYTES / (8 * k) + 1;
+        for (rows, stream_stores, want) in [
+            (big, true, true),
+            (big - 2, true, false),
+            (big, false, false),
+        ] {
+            let stats = DataStats {
+                nnz: rows * 10,
+                rows,
+                feat: Some(k),
+                gathered_bytes: rows * k * 8,
+                vector_masks: masks,
+                whole_width_blocks: true,
+                stream_stores,
+                ..Default::default()
+            };
+            let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+            assert_eq!(streams(&s), want, "{stats:?}: {:?}", s.trace);
+        }
+    }
+    // Results: 70 rows (one dense, ten empty) by 90 columns.
+    let (m, n) = (70usize, 90usize);
+    let mut e = Vec::new();
+    for i in 0..m {
+        if (20..30).contains(&i) {
+            continue;
+        }
+        let cols: Vec<usize> = if i == 3 {
+            (0..n).collect()
+        } else {
+            (0..(i % 7)).map(|t| (i * 13 + t * 29) % n).collect()
+        };
+        e.extend(
+            cols.into_iter()
+                .map(|c| (i, c, ((i + c) % 11) as f64 / 3.0 - 1.5)),
+        );
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    e.dedup_by_key(|x| (x.0, x.1));
+    let streaming_host = lacuna::target::host_stream_bytes().is_some();
+    for k in [32usize, 48, 128] {
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(coo(m, n, &e))),
+            ("B".to_string(), dense(vec![n, k], 7)),
+        ]);
+        let stats = DataStats {
+            rows: SPMM_STREAM_MIN_BYTES / (8 * k) + 1,
+            stream_stores: true,
+            ..DataStats::of(&inputs)
+        };
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert!(streams(&s), "k = {k}: {:?}", s.trace);
+        let func = lacuna::schedule::Schedule::replay(&p, &s.trace)
+            .and_then(|s| s.stage2())
+            .expect("replays");
+        let flat = lacuna::stage2::lower_to_flat(
+            func,
+            &lacuna::stage2::pipeline::Config::default(),
+            &mut |_, _| {},
+        )
+        .expect("lowers");
+        let kernel = lacuna::target::compile(&flat, &Default::default()).expect("compiles");
+        let ir = kernel.llvm_ir();
+        assert_eq!(ir.contains("!nontemporal"), streaming_host, "k = {k}");
+        assert_eq!(ir.contains("sfence"), streaming_host, "k = {k}");
+        let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+        let want = want.outputs["C"].values().to_f64_vec();
+        let mut b = lacuna::stage1::bind(&p, &inputs, &BTreeMap::new()).expect("binds");
+        let raw = |a: &mut ArrayData| RawArray {
+            ptr: a.as_mut_ptr(),
+            len: a.len(),
+            dtype: a.dtype(),
+        };
+        let mut rb = RawBindings {
+            params: b.params.clone(),
+            ..Default::default()
+        };
+        for (name, a) in b.buffers.iter_mut() {
+            rb.buffers.insert(name.clone(), raw(a));
+        }
+        for (name, ax) in b.axes.iter_mut() {
+            if let Some(a) = ax.indptr.as_mut() {
+                rb.indptr.insert(name.clone(), raw(a));
+            }
+            if let Some(a) = ax.indices.as_mut() {
+                rb.indices.insert(name.clone(), raw(a));
+            }
+        }
+        // `C` placed on a 64-byte boundary, then 8 bytes past one, in a larger buffer.
+        let len = m * k;
+        let mut out = vec![f64::NAN; len + 16];
+        let first = (0..8)
+            .find(|o| (out[*o..].as_ptr() as usize).is_multiple_of(64))
+            .expect("an aligned start");
+        for offset in [first, first + 1] {
+            for threads in 1..=4 {
+                out.fill(f64::NAN);
+                rb.buffers.insert(
+                    "C".into(),
+                    RawArray {
+                        ptr: out[offset..].as_mut_ptr().cast(),
+                        len,
+                        dtype: lacuna::ir::DType::F64,
+                    },
+                );
+                let pool = lacuna::target::pool_builder(threads).build().expect("pool");
+                /// The raw bindings, handed to the pool's thread for the call.
+                struct Call<'a>(&'a RawBindings);
+                // SAFETY: the pointers stay valid during `install`, which blocks until the
+                // call returns; only the kernel touches the arrays meanwhile.
+                unsafe impl Send for Call<'_> {}
+                unsafe impl Sync for Call<'_> {}
+                impl Call<'_> {
+                    fn bindings(&self) -> &RawBindings {
+                        self.0
+                    }
+                }
+                let call = Call(&rb);
+                // SAFETY: `b`'s arrays passed binding's checks for `p`, and `C` gets `m * k`
+                // elements of its own.
+                pool.install(|| unsafe { kernel.run_raw(call.bindings()) })
+                    .expect("runs");
+                let what = format!("k = {k}, offset {offset}, {threads} threads");
+                assert_close(&out[offset..offset + len], &want, &what);
+                assert!(
+                    out[..offset]
+                        .iter()
+                        .chain(&out[offset + len..])
+                        .all(|x| x.is_nan()),
+                    "{what}: written outside C"
+                );
+            }
+        }
+    }
+}

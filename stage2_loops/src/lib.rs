@@ -13,6 +13,7 @@ pub mod ir;
 pub mod passes;
 pub mod pipeline;
 mod print;
+pub mod stream;
 
 pub use interp::{interpret_func, interpret_gpu, Stage2InterpError};
 pub use ir::{

@@ -78,6 +78,11 @@ pub(crate) struct Emitter<'a, 'ctx> {
     pub loops: Vec<Option<(&'a str, IntValue<'ctx>, IntValue<'ctx>)>>,
     /// GPU-only state: dynamic shared memory (see `crate::nvptx`).
     pub gpux: crate::nvptx::GpuExtras<'a, 'ctx>,
+    /// Inside a `nontemporal` annotation: loops that store consecutive elements of a buffer
+    /// stream them ([`Emitter::stream_loop`]).
+    pub streaming: bool,
+    /// This function issued streaming stores: it ends with a store fence.
+    pub streamed: bool,
 }
 
 /// Builds the module for `f`; returns it with the entry point's symbol name.
@@ -149,6 +154,8 @@ pub(crate) fn build_module<'ctx>(
         pending_lanes: None,
         pending_prefetch_end: None,
         loops: Vec::new(),
+        streaming: false,
+        streamed: false,
         gpux: crate::nvptx::GpuExtras {
             globals: f
                 .buffers
@@ -159,6 +166,7 @@ pub(crate) fn build_module<'ctx>(
         },
     };
     em.stmts(&f.body)?;
+    em.fence_streams()?;
     em.builder.build_return(None)?;
 
     // The entry wrapper: unpack `bufs[i]` and `params[j]`, call the body.
@@ -311,6 +319,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
                 body,
             } => {
                 if *kind == ForKind::Vectorized && self.vector_loop(var, start, end, body)? {
+                    return Ok(());
+                }
+                if self.streaming
+                    && *kind != ForKind::Parallel
+                    && self.stream_loop(var, start, end, *kind, body)?
+                {
                     return Ok(());
                 }
                 let bound = |t| CodegenError::LoopBoundType {
@@ -485,7 +499,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
         Ok(())
     }
 
-    fn simple_stmt(&mut self, s: &'a Stmt) -> R<()> {
+    pub(crate) fn simple_stmt(&mut self, s: &'a Stmt) -> R<()> {
         match s {
             Stmt::For { .. } | Stmt::If { .. } => unreachable!("handled by stmt"),
             Stmt::Let { var, value } => {
@@ -732,6 +746,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             }
             ("lanes", Some(n)) if n >= 1 && !self.gpu => {
                 self.pending_lanes = Some(u32::try_from(n).unwrap_or(u32::MAX));
+            }
+            ("nontemporal", Some(n)) if n >= 1 && !self.gpu => {
+                let outer = std::mem::replace(&mut self.streaming, true);
+                let r = self.stmts(body);
+                self.streaming = outer;
+                return r;
             }
             ("scalar_gathers", Some(n)) if n >= 1 && !self.gpu => {
                 self.func.add_attribute(

@@ -39,6 +39,7 @@ mod machine;
 mod nvptx;
 mod ops;
 mod parallel;
+mod stream;
 mod vecload;
 
 pub use cuda::{cuda_available, CudaError, CudaKernel};
@@ -46,7 +47,7 @@ pub use error::{CodegenError, RuntimeError};
 pub use kernel::{CompiledKernel, KernelArgument, RawArray, RawBindings};
 pub use machine::{
     host_assembles_gathers, host_blocks_whole_width, host_gathers_rows, host_has_vector_masks,
-    host_l2_bytes, host_masks_long_rows, host_prefetches_rows, DEFAULT_L2_BYTES,
+    host_l2_bytes, host_masks_long_rows, host_prefetches_rows, host_stream_bytes, DEFAULT_L2_BYTES,
 };
 pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
 pub use parallel::{pool_builder, run_on_pool, MAX_THREADS, SPIN_MICROS};

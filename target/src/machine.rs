@@ -20,6 +20,10 @@ pub(crate) struct HostMachine {
     pub features: String,
     /// Whether the features include AVX-512F: functions then prefer 512-bit vectors.
     pub wide_vectors: bool,
+    /// The bytes of one streaming (non-temporal) vector store, which must be aligned to them:
+    /// 64 with AVX-512F, 32 with AVX on x86-64; `None` elsewhere (see
+    /// `lacuna_stage2::stream`).
+    pub stream_bytes: Option<u32>,
 }
 
 /// Initializes the native target once per process.
@@ -36,6 +40,34 @@ fn init_native() -> Result<(), CodegenError> {
 pub fn host_has_vector_masks() -> bool {
     static MASKS: OnceLock<bool> = OnceLock::new();
     *MASKS.get_or_init(|| has_avx512f(&TargetMachine::get_host_cpu_features().to_string_lossy()))
+}
+
+/// The bytes of one streaming (non-temporal) vector store on the host: 64 with AVX-512F, 32
+/// with AVX on x86-64, `None` elsewhere (the `nontemporal` annotation then stores as usual).
+/// Read once from LLVM's view of the host.
+pub fn host_stream_bytes() -> Option<u32> {
+    static BYTES: OnceLock<Option<u32>> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        stream_bytes(
+            &TargetMachine::get_default_triple()
+                .as_str()
+                .to_string_lossy(),
+            &TargetMachine::get_host_cpu_features().to_string_lossy(),
+        )
+    })
+}
+
+/// [`host_stream_bytes`] for a target triple and an LLVM feature string.
+fn stream_bytes(triple: &str, features: &str) -> Option<u32> {
+    match (
+        triple.starts_with("x86_64"),
+        has_avx512f(features),
+        has_feature(features, "+avx"),
+    ) {
+        (true, true, _) => Some(64),
+        (true, false, true) => Some(32),
+        _ => None,
+    }
 }
 
 /// Whether masked vector lanes also pay off on long rows and on gathers served by L1 (see
@@ -255,11 +287,13 @@ pub(crate) fn host_machine(opts: &CodegenOptions) -> Result<HostMachine, Codegen
             ),
         })?;
     let wide_vectors = has_avx512f(&features);
+    let stream_bytes = stream_bytes(&triple.as_str().to_string_lossy(), &features);
     Ok(HostMachine {
         tm,
         cpu,
         features,
         wide_vectors,
+        stream_bytes,
     })
 }
 

@@ -376,6 +376,8 @@ fn add_kernel<'ctx>(
         pending_lanes: None,
         pending_prefetch_end: None,
         loops: Vec::new(),
+        streaming: false,
+        streamed: false,
         hm: None,
         indptr: Default::default(),
         indices_of: Default::default(),

@@ -489,7 +489,12 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             pending_lanes: None,
             pending_prefetch_end: None,
             loops: Vec::new(),
-            gpux: Default::default(),
+            gpux: crate::nvptx::GpuExtras {
+                globals: self.gpux.globals.clone(),
+                ..Default::default()
+            },
+            streaming: self.streaming,
+            streamed: false,
         };
         inner
             .builder
@@ -521,6 +526,7 @@ impl<'a, 'ctx> Emitter<'a, 'ctx> {
             arg(body_fn, k + 1)?.into_int_value(),
         );
         inner.for_loop(var, blo, bhi, ForKind::Serial, false, body)?;
+        inner.fence_streams()?;
         inner.builder.build_return(None)?;
         // The chunk function the runtime calls.
         let fn_ty = ctx

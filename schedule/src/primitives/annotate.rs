@@ -23,6 +23,11 @@
 //!   SpMV 10–24% faster with `x` in L1 or L2, up to 1.6× slower with `x` in L3. The function
 //!   holding the loop is marked; every unmasked gather of 8-byte elements in it is rewritten
 //!   after LLVM's optimizations (`lacuna_target`'s `gather.rs`). Ignored on GPUs.
+//! - `nontemporal` (value ≥ 1): CPU code stores the outputs the loop writes once, row by
+//!   row, with streaming (non-temporal) vector stores that bypass the caches: every loop under
+//!   it that stores consecutive elements of a buffer (see `lacuna_stage2::stream`), when the
+//!   row starts a vector at run time. For outputs beyond the last-level cache that the kernel
+//!   does not read back (SpMM's `C` stored from a `reverse_cache_write`). Ignored on GPUs.
 //! - `launch` (value 0): the loop, a top-level statement of the function, starts a new GPU
 //!   kernel launch (see `lacuna_stage2::gpu::split_launches`); the CPU runs it as its body.
 //!
@@ -35,13 +40,14 @@ use lacuna_stage1::BinOp;
 use lacuna_stage2::{AtomicOp, Expr, Stmt};
 
 /// The keys `annotate` accepts.
-pub const KEYS: [&str; 7] = [
+pub const KEYS: [&str; 8] = [
     "atomic",
     "pragma_unroll",
     "prefetch",
     "masked",
     "lanes",
     "scalar_gathers",
+    "nontemporal",
     "launch",
 ];
 
@@ -193,6 +199,22 @@ pub fn annotate(
             ),
         });
     }
+    if key == "nontemporal" {
+        let mut scratch = std::collections::BTreeSet::new();
+        allocated(&body, &mut scratch);
+        let under = crate::loops::get(&body, index).cloned();
+        if !under.is_some_and(|s| {
+            lacuna_stage2::stream::has_stream_loop(std::slice::from_ref(&s), &|b| {
+                !scratch.contains(b)
+            })
+        }) {
+            return Err(Condition::BadArgument {
+                what: format!(
+                    "no loop under `{name}` stores consecutive elements of a buffer: `nontemporal` streams loops of a constant range whose body is `let`s and one store at `... + VAR` (such as the write-back of a `reverse_cache_write`)"
+                ),
+            });
+        }
+    }
     let mut already = false;
     strip(body.clone(), index, key, &mut 0, &mut already);
     if already {
@@ -219,6 +241,16 @@ pub fn annotate(
         Ok(())
     })?;
     Ok(body)
+}
+
+/// The scratch buffers `stmts` allocate.
+fn allocated(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+    for s in stmts {
+        if let Stmt::Alloc { buffer, .. } = s {
+            out.insert(buffer.clone());
+        }
+        s.bodies().into_iter().for_each(|b| allocated(b, out));
+    }
 }
 
 /// Whether the loop with pre-order number `index` is a top-level statement (possibly under

@@ -57,6 +57,7 @@ use crate::loops::{find, get, replace, resolved, Resolved};
 use lacuna_ir::DType;
 use lacuna_stage1::{BinOp, UnOp};
 use lacuna_stage2::passes::simplify;
+use lacuna_stage2::stream::unit_in;
 use lacuna_stage2::{AtomicOp, Expr, ForKind, Func, GpuAxis, MemScope, ScratchDecl, Stmt};
 use std::collections::BTreeSet;
 
@@ -437,17 +438,6 @@ fn subst(e: Expr, var: &str, value: &Expr) -> Expr {
     match e {
         Expr::Var(v) if v == var => value.clone(),
         other => other.map_children(&mut |c| subst(c, var, value)),
-    }
-}
-
-/// True when `e` is `v` plus terms that do not read `v`.
-fn unit_in(e: &Expr, v: &str) -> bool {
-    let m = |x: &Expr| x.reads_var(&|y| y == v);
-    match e {
-        Expr::Var(x) => x == v,
-        Expr::Binary(BinOp::Add, a, b) => (unit_in(a, v) && !m(b)) || (unit_in(b, v) && !m(a)),
-        Expr::Binary(BinOp::Sub, a, b) => unit_in(a, v) && !m(b),
-        _ => false,
     }
 }
 
@@ -980,8 +970,147 @@ fn zeroes_as(init: &Stmt, write_back: &Stmt, buffer: &str) -> bool {
         && !zeroing
             .iter()
             .any(|a| a.buffer == buffer && a.stored.is_none())
-        && zero.indices == wb.indices
-        && zero.guards == wb.guards
+        && ((zero.indices == wb.indices && zero.guards == wb.guards)
+            || same_elements(init, write_back, buffer))
+}
+
+/// Iterations [`same_elements`] enumerates at most, for each statement.
+const ENUMERATE_MAX: usize = 1 << 16;
+
+/// Whether `init` and `write_back` store into the same elements of `buffer`, each of
+/// `write_back`'s once, counted by running their loops: every loop of constant range, every
+/// guard decided by the loop variables, at most [`ENUMERATE_MAX`] iterations each. Variables
+/// bound outside (`i`) stay as they are, so `for k in 0..128 { C[i, k] = 0 }` and
+/// `for k.0 in 0..2 { for k.1 in 0..64 { C[i, k.0 * 64 + k.1] = .. } }` match; anything the
+/// count cannot decide does not.
+fn same_elements(init: &Stmt, write_back: &Stmt, buffer: &str) -> bool {
+    let (Some(mut a), Some(mut b)) = (
+        stored_elements(init, buffer),
+        stored_elements(write_back, buffer),
+    ) else {
+        return false;
+    };
+    a.sort();
+    a.dedup();
+    b.sort();
+    let n = b.len();
+    b.dedup();
+    n == b.len() && a == b
+}
+
+/// The index lists (printed, after substituting the loop variables' values and simplifying)
+/// of every store into `buffer` that `s` runs; `None` where a range, a guard or the number of
+/// iterations cannot be known without running the kernel.
+fn stored_elements(s: &Stmt, buffer: &str) -> Option<Vec<String>> {
+    fn value(e: &Expr, env: &[(String, Expr)]) -> Expr {
+        let mut e = e.clone();
+        for (var, v) in env.iter().rev() {
+            e = subst(e, var, v);
+        }
+        decide(simplify::expr(e))
+    }
+    /// Comparisons of integer constants, and `&&`, `||`, `!` of decided ones, folded.
+    fn decide(e: Expr) -> Expr {
+        let e = e.map_children(&mut decide);
+        match &e {
+            Expr::Binary(op, a, b) => match (op, &**a, &**b) {
+                (_, Expr::Int(x, _), Expr::Int(y, _)) => match op {
+                    BinOp::Lt => Expr::Bool(x < y),
+                    BinOp::Le => Expr::Bool(x <= y),
+                    BinOp::Gt => Expr::Bool(x > y),
+                    BinOp::Ge => Expr::Bool(x >= y),
+                    BinOp::Eq => Expr::Bool(x == y),
+                    BinOp::Ne => Expr::Bool(x != y),
+                    _ => e,
+                },
+                (BinOp::And, Expr::Bool(x), Expr::Bool(y)) => Expr::Bool(*x && *y),
+                (BinOp::Or, Expr::Bool(x), Expr::Bool(y)) => Expr::Bool(*x || *y),
+                _ => e,
+            },
+            Expr::Unary(UnOp::Not, a) => match **a {
+                Expr::Bool(x) => Expr::Bool(!x),
+                _ => e,
+            },
+            _ => e,
+        }
+    }
+    fn walk(
+        stmts: &[Stmt],
+        buffer: &str,
+        env: &mut Vec<(String, Expr)>,
+        steps: &mut usize,
+        out: &mut Vec<String>,
+    ) -> Option<()> {
+        let mark = env.len();
+        for s in stmts {
+            *steps += 1;
+            if *steps > ENUMERATE_MAX {
+                return None;
+            }
+            match s {
+                Stmt::For {
+                    var,
+                    start,
+                    end,
+                    body,
+                    ..
+                } => {
+                    let (Expr::Int(lo, _), Expr::Int(hi, _)) = (value(start, env), value(end, env))
+                    else {
+                        return None;
+                    };
+                    for v in lo..hi {
+                        env.push((var.clone(), Expr::i64(v)));
+                        let r = walk(body, buffer, env, steps, out);
+                        env.pop();
+                        r?;
+                    }
+                }
+                Stmt::If {
+                    cond,
+                    then_body,
+                    else_body,
+                } => match value(cond, env) {
+                    Expr::Bool(c) => walk(
+                        if c { then_body } else { else_body },
+                        buffer,
+                        env,
+                        steps,
+                        out,
+                    )?,
+                    _ => return None,
+                },
+                Stmt::Let { var, value: v } => {
+                    let x = value(v, env);
+                    env.push((var.clone(), x));
+                }
+                Stmt::Block { init, body, .. } => {
+                    walk(init, buffer, env, steps, out)?;
+                    walk(body, buffer, env, steps, out)?;
+                }
+                Stmt::Store {
+                    buffer: b, indices, ..
+                } => {
+                    if b == buffer {
+                        let idx: Vec<Expr> = indices.iter().map(|i| value(i, env)).collect();
+                        out.push(show(&idx));
+                    }
+                }
+                _ => return None,
+            }
+        }
+        env.truncate(mark);
+        Some(())
+    }
+    let mut out = Vec::new();
+    walk(
+        std::slice::from_ref(s),
+        buffer,
+        &mut Vec::new(),
+        &mut 0,
+        &mut out,
+    )?;
+    Some(out)
 }
 
 fn renames(rn: &dyn Fn(&str) -> String, steps: &[Step]) -> Vec<(String, String)> {
