@@ -1319,8 +1319,18 @@ pub const SPMM_WIDE_CHUNK_ROWS: std::ops::Range<f64> = 8.0..50.0;
 /// 40.7–41.6, cit-HepPh (35 MB) 14.3 → 13.8–14.3; two threads: ct2010 10.1 → 8.6–8.7, cage11
 /// 5.82 → 5.30–5.37, email-Enron 7.58 → 5.93–5.99, soc-Slashdot0902 21.4 → 20.1–20.8,
 /// cit-HepPh 6.74 → 6.34. Below (de2010, `C` 25 MB, 2.79 → 2.71–2.80 ms at two threads; a C
-/// prototype with `C` in the last-level cache between runs) it does not pay.
+/// prototype with `C` in the last-level cache between runs) it does not pay. k = 256, one / two
+/// threads: ct2010 42.7 / 20.7 → 39.3 / 19.0, cage11 30.4 / 15.6 → 28.5 / 13.4, email-Enron
+/// 27.9 / 13.8 → 24.5 / 13.4; k = 512: ct2010 90.7 / 46.6 → 84.7 / 41.9, cage11 76.5 / 40.6 →
+/// 67.5 / 35.4. Rows of `C` shorter than [`SPMM_STREAM_MIN_ROW_BYTES`] keep the schedule
+/// without.
 pub const SPMM_STREAM_MIN_BYTES: usize = 32 << 20;
+
+/// Bytes of a row of SpMM's `C` from which the built-in schedule streams it (see
+/// [`SPMM_STREAM_MIN_BYTES`]): k = 128 in f64. At k = 64 (512-byte rows) it lost on ct2010 (`C`
+/// 35 MB), one / two threads, ms: 7.06 / 3.63 without, 7.40 / 3.93 with the row accumulated in
+/// registers, 7.77 / 4.12 also streamed; soc-Slashdot0902 (42 MB) 19.3 / 9.5 → 19.2 / 10.5.
+pub const SPMM_STREAM_MIN_ROW_BYTES: usize = 1024;
 
 /// Entries ahead that SpMM's built-in prefetch reads `J.indices` (4 and 16 measured no
 /// better than 8 on cit-HepPh).
@@ -1481,7 +1491,8 @@ pub fn spmm_stream_trace() -> Vec<lacuna_schedule::Instruction> {
 ///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched (not on hosts whose hardware
 ///   prefetchers cover them, `DataStats::hw_prefetches_rows`: Zen 5)
 ///   [`SPMM_PREFETCH_DISTANCE`] entries ahead. With `C` of [`SPMM_STREAM_MIN_BYTES`] or
-///   more, each row is accumulated in registers and written once with streaming stores
+///   more in rows of [`SPMM_STREAM_MIN_ROW_BYTES`] or more, each row is accumulated in
+///   registers and written once with streaming stores
 ///   ([`spmm_stream_trace`]). Where [`spmm_by_panels`] says so (wide
 ///   features, `B` beyond L2 gathered from far back, long runs per panel), `A` is stored in
 ///   column panels instead ([`spmm_panels_trace`]).
@@ -1572,8 +1583,11 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                     value: SPMM_PREFETCH_DISTANCE,
                 });
             }
-            let c_bytes = data.rows.saturating_mul(k).saturating_mul(8);
-            if data.stream_stores && c_bytes >= SPMM_STREAM_MIN_BYTES {
+            let row_bytes = k.saturating_mul(8);
+            if data.stream_stores
+                && row_bytes >= SPMM_STREAM_MIN_ROW_BYTES
+                && data.rows.saturating_mul(row_bytes) >= SPMM_STREAM_MIN_BYTES
+            {
                 // Only where it applies (the init folds into the cache), the rest kept either way.
                 let mut with = trace.clone();
                 with.extend(spmm_stream_trace());

@@ -1458,14 +1458,17 @@ fn builtin_spmm_stores_far_gathers_of_long_runs_in_column_panels() {
 }
 
 /// SpMM's streamed rows ([`lacuna::driver::spmm_stream_trace`]): the built-in schedule adds
-/// them for an output of `SPMM_STREAM_MIN_BYTES` or more on hosts with streaming stores, for
-/// each register blocking (k = 32 whole, 48 by 16 unrolled, 128 by 64 or 32 as vector lanes).
+/// them for an output of `SPMM_STREAM_MIN_BYTES` or more in rows of
+/// `SPMM_STREAM_MIN_ROW_BYTES` or more on hosts with streaming stores (k = 128 by 64 or 32 as
+/// vector lanes, 256; not the narrower blockings: k = 32 whole, 48 by 16 unrolled, 96).
 /// The compiled kernel gives the interpreter's `C` whether the output starts a vector (the
 /// streaming path) or not (the loop as written), at 1 to 4 threads, and writes nothing
 /// outside `C`.
 #[test]
 fn builtin_spmm_streams_large_outputs_and_keeps_results() {
-    use lacuna::driver::{builtin_schedule, run_kernel, DataStats, SPMM_STREAM_MIN_BYTES};
+    use lacuna::driver::{
+        builtin_schedule, run_kernel, DataStats, SPMM_STREAM_MIN_BYTES, SPMM_STREAM_MIN_ROW_BYTES,
+    };
     use lacuna::target::{RawArray, RawBindings};
     let p = example("spmm");
     let streams = |s: &lacuna::schedule::ScheduleFile| {
@@ -1476,13 +1479,15 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
     for (k, masks) in [
         (32, true),
         (48, true),
+        (96, true),
         (128, true),
         (128, false),
-        (96, true),
+        (256, true),
     ] {
         let big = SPMM_STREAM_MIN_BYTES / (8 * k) + 1;
+        let wide = 8 * k >= SPMM_STREAM_MIN_ROW_BYTES;
         for (rows, stream_stores, want) in [
-            (big, true, true),
+            (big, true, wide),
             (big - 2, true, false),
             (big, false, false),
         ] {
@@ -1520,7 +1525,7 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
     e.sort_by_key(|x| (x.0, x.1));
     e.dedup_by_key(|x| (x.0, x.1));
     let streaming_host = lacuna::target::host_stream_bytes().is_some();
-    for k in [32usize, 48, 128] {
+    for k in [128usize, 256] {
         let inputs = BTreeMap::from([
             ("A".to_string(), Input::Coo(coo(m, n, &e))),
             ("B".to_string(), dense(vec![n, k], 7)),
