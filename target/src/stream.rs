@@ -11,8 +11,9 @@
 //! }
 //! ```
 //!
-//! Loops whose trip count is not a whole number of vectors, or stores into scratch buffers,
-//! are emitted as written. A function that issued a streaming store ends with `sfence`
+//! Loops whose trip count is not a whole number of vectors or spans more than
+//! [`STREAM_MAX_BYTES`] (the vector path is straight-line code), and stores into scratch
+//! buffers, are emitted as written. A function that issued a streaming store ends with `sfence`
 //! ([`Emitter::fence_streams`]): streaming stores are weakly ordered, and the fence orders
 //! them before the stores that tell other threads the work is done.
 
@@ -23,6 +24,10 @@ use lacuna_ir::DType;
 use lacuna_stage2::{Expr, ForKind, Stmt};
 
 type R<T> = Result<T, CodegenError>;
+
+/// The most bytes one streamed loop stores (its vector path is unrolled in full): a row of
+/// 1024 f64, four times SpMM's widest built-in feature width.
+pub(crate) const STREAM_MAX_BYTES: i64 = 8192;
 
 impl<'a> Emitter<'a, '_> {
     /// A loop of consecutive stores under `nontemporal` (see the module documentation);
@@ -55,6 +60,7 @@ impl<'a> Emitter<'a, '_> {
         if !matches!(t, DType::F64 | DType::F32 | DType::I64 | DType::I32)
             || lanes < 2
             || l.n % lanes != 0
+            || l.n.saturating_mul(elem) > STREAM_MAX_BYTES
         {
             return Ok(false);
         }
