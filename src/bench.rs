@@ -325,13 +325,8 @@ pub struct Matrix {
     pub name: String,
     /// Its entries: sorted, duplicates summed, f64 values.
     pub coo: CooTensor,
-    /// [`driver::scattered_gathers`] of its entries, counted once for every built-in schedule
-    /// compiled for it.
-    pub scattered_permille: usize,
-    /// [`driver::row_length_changes`] of its entries, likewise.
-    pub row_changes_permille: usize,
-    /// [`driver::diagonal_count`] of its entries, likewise.
-    pub diagonals: usize,
+    /// Its statistics, counted once for every built-in schedule compiled for it.
+    pub stats: driver::MatrixStats,
 }
 
 impl Matrix {
@@ -361,16 +356,8 @@ impl Matrix {
     fn new(name: String, mut coo: CooTensor) -> Matrix {
         coo.sort_and_sum_duplicates();
         coo.values = ArrayData::F64(coo.values.to_f64_vec());
-        let scattered_permille = driver::scattered_gathers(&coo);
-        let row_changes_permille = driver::row_length_changes(&coo);
-        let diagonals = driver::diagonal_count(&coo);
-        Matrix {
-            name,
-            coo,
-            scattered_permille,
-            row_changes_permille,
-            diagonals,
-        }
+        let stats = driver::MatrixStats::of(&coo);
+        Matrix { name, coo, stats }
     }
 
     /// Rows.
@@ -827,24 +814,14 @@ pub fn run_bench(
                             Some(c) => c,
                             None => {
                                 let feat = k.filter(|_| matches!(def.name, "spmm" | "sddmm"));
-                                let data = driver::DataStats {
-                                    nnz: m.coo.nnz(),
-                                    rows: m.rows(),
-                                    feat,
-                                    // SpMM's B and SDDMM's W: one row of `feat` f64 per
-                                    // column of the matrix; SpMV's x: one f64 per column.
-                                    gathered_bytes: match (def.name, feat) {
-                                        ("spmm" | "sddmm", Some(k)) => {
-                                            m.cols().saturating_mul(k * 8)
-                                        }
-                                        ("spmv", _) => m.cols().saturating_mul(8),
-                                        _ => 0,
-                                    },
-                                    scattered_permille: m.scattered_permille,
-                                    row_changes_permille: m.row_changes_permille,
-                                    diagonals: m.diagonals,
-                                    ..driver::DataStats::host()
+                                // SpMM's B and SDDMM's W: one row of `feat` f64 per
+                                // column of the matrix; SpMV's x: one f64 per column.
+                                let gathered = match (def.name, feat) {
+                                    ("spmm" | "sddmm", Some(k)) => m.cols().saturating_mul(k * 8),
+                                    ("spmv", _) => m.cols().saturating_mul(8),
+                                    _ => 0,
                                 };
+                                let data = driver::DataStats::with_matrix(&m.stats, feat, gathered);
                                 let data = if def.name == "spmm" {
                                     data.with_spmm_panels(&m.coo)
                                 } else {

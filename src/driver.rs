@@ -1198,6 +1198,35 @@ pub fn spmm_panel_stats(a: &CooTensor, width: usize, window: usize) -> (usize, u
     ((far * 1000) / nnz, runs)
 }
 
+/// The statistics of one sparse matrix that the built-in schedules read (see [`DataStats`]),
+/// counted once: `lacuna bench` keeps them with each matrix for every schedule it compiles.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatrixStats {
+    /// Stored entries.
+    pub nnz: usize,
+    /// Rows.
+    pub rows: usize,
+    /// [`scattered_gathers`].
+    pub scattered_permille: usize,
+    /// [`row_length_changes`].
+    pub row_changes_permille: usize,
+    /// [`diagonal_count`].
+    pub diagonals: usize,
+}
+
+impl MatrixStats {
+    /// The statistics of a 2-D matrix.
+    pub fn of(a: &CooTensor) -> MatrixStats {
+        MatrixStats {
+            nnz: a.nnz(),
+            rows: a.shape.first().copied().unwrap_or(0),
+            scattered_permille: scattered_gathers(a),
+            row_changes_permille: row_length_changes(a),
+            diagonals: diagonal_count(a),
+        }
+    }
+}
+
 impl DataStats {
     /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
     /// `hw_prefetches_rows`): the base the data's statistics are filled into.
@@ -1233,22 +1262,32 @@ impl DataStats {
             .filter(|i| i.shape().len() == 2)
             .max_by_key(|i| i.stored_len())
             .and_then(Input::coo);
-        let scattered_permille = matrix.as_deref().map_or(0, scattered_gathers);
-        let row_changes_permille = matrix.as_deref().map_or(0, row_length_changes);
+        let shape = matrix.as_deref().map(MatrixStats::of).unwrap_or_default();
         let stats = DataStats {
             nnz,
             rows,
-            feat,
-            gathered_bytes,
-            scattered_permille,
-            row_changes_permille,
-            diagonals: matrix.as_deref().map_or(0, diagonal_count),
-            ..DataStats::host()
+            ..DataStats::with_matrix(&shape, feat, gathered_bytes)
         };
         // Only SpMM's rule reads them (its `B`; SDDMM's `W` is gathered otherwise).
         match (&matrix, inputs.get("B")) {
             (Some(a), Some(_)) => stats.with_spmm_panels(a),
             _ => stats,
+        }
+    }
+
+    /// The host's properties ([`DataStats::host`]) with a matrix's statistics, the feature
+    /// width and the bytes of the gathered dense operand (SpMM's `B`, SDDMM's `W`, SpMV's
+    /// `x`). SpMM's panel statistics are left to [`DataStats::with_spmm_panels`].
+    pub fn with_matrix(m: &MatrixStats, feat: Option<usize>, gathered_bytes: usize) -> DataStats {
+        DataStats {
+            nnz: m.nnz,
+            rows: m.rows,
+            feat,
+            gathered_bytes,
+            scattered_permille: m.scattered_permille,
+            row_changes_permille: m.row_changes_permille,
+            diagonals: m.diagonals,
+            ..DataStats::host()
         }
     }
 
