@@ -978,7 +978,8 @@ fn zeroes_as(init: &Stmt, write_back: &Stmt, buffer: &str) -> bool {
 const ENUMERATE_MAX: usize = 1 << 16;
 
 /// Whether `init` and `write_back` store into the same elements of `buffer`, each of
-/// `write_back`'s once, counted by running their loops: every loop of constant range, every
+/// `write_back`'s once, counted by running their loops: every loop of constant range (none
+/// bound to GPU threads), every
 /// guard decided by the loop variables, at most [`ENUMERATE_MAX`] iterations each. Variables
 /// bound outside (`i`) stay as they are, so `for k in 0..128 { C[i, k] = 0 }` and
 /// `for k.0 in 0..2 { for k.1 in 0..64 { C[i, k.0 * 64 + k.1] = .. } }` match; anything the
@@ -1048,6 +1049,11 @@ fn stored_elements(s: &Stmt, buffer: &str) -> Option<Vec<String>> {
                 return None;
             }
             match s {
+                // A loop bound to GPU threads runs one iteration per thread: not counted.
+                Stmt::For {
+                    kind: ForKind::Bound(_),
+                    ..
+                } => return None,
                 Stmt::For {
                     var,
                     start,
