@@ -512,6 +512,13 @@ impl Expr {
             other => other.children().into_iter().any(|c| c.reads_var(is_var)),
         }
     }
+    /// The expression with every read of variable `var` replaced by `value`.
+    pub fn subst_var(self, var: &str, value: &Expr) -> Expr {
+        match self {
+            Expr::Var(v) if v == var => value.clone(),
+            other => other.map_children(&mut |c| c.subst_var(var, value)),
+        }
+    }
 }
 
 /// Convenience constructors used by the passes (named like the operators they build).

@@ -52,13 +52,6 @@ pub fn unit_in(e: &Expr, v: &str) -> bool {
     }
 }
 
-fn subst(e: Expr, var: &str, value: &Expr) -> Expr {
-    match e {
-        Expr::Var(v) if v == var => value.clone(),
-        other => other.map_children(&mut |c| subst(c, var, value)),
-    }
-}
-
 fn reads_buffer(e: &Expr, b: &str) -> bool {
     matches!(e, Expr::Load { buffer, .. } if buffer == b)
         || e.children().into_iter().any(|c| reads_buffer(c, b))
@@ -94,7 +87,7 @@ pub fn stream_loop<'a>(
         if x == var || reads_buffer(v, buffer) {
             return None;
         }
-        resolved = resolved.into_iter().map(|e| subst(e, x, v)).collect();
+        resolved = resolved.into_iter().map(|e| e.subst_var(x, v)).collect();
     }
     let (last, outer) = resolved.split_last()?;
     let reads = |e: &Expr| e.reads_var(&|y| y == var);

@@ -428,17 +428,10 @@ fn inline_lets(e: &Expr, steps: &[Step]) -> Expr {
     let mut e = e.clone();
     for s in steps.iter().rev() {
         if let Step::Let { var, value } = s {
-            e = subst(e, var, value);
+            e = e.subst_var(var, value);
         }
     }
     e
-}
-
-fn subst(e: Expr, var: &str, value: &Expr) -> Expr {
-    match e {
-        Expr::Var(v) if v == var => value.clone(),
-        other => other.map_children(&mut |c| subst(c, var, value)),
-    }
 }
 
 /// The cache's name: `BUFFER_SCOPE`, made unique.
@@ -979,8 +972,8 @@ const ENUMERATE_MAX: usize = 1 << 16;
 
 /// Whether `init` and `write_back` store into the same elements of `buffer`, each of
 /// `write_back`'s once, counted by running their loops: every loop of constant range (none
-/// bound to GPU threads), every
-/// guard decided by the loop variables, at most [`ENUMERATE_MAX`] iterations each. Variables
+/// bound to GPU threads), every guard decided by the loop variables, at most
+/// [`ENUMERATE_MAX`] iterations each. Variables
 /// bound outside (`i`) stay as they are, so `for k in 0..128 { C[i, k] = 0 }` and
 /// `for k.0 in 0..2 { for k.1 in 0..64 { C[i, k.0 * 64 + k.1] = .. } }` match; anything the
 /// count cannot decide does not.
@@ -1006,7 +999,7 @@ fn stored_elements(s: &Stmt, buffer: &str) -> Option<Vec<String>> {
     fn value(e: &Expr, env: &[(String, Expr)]) -> Expr {
         let mut e = e.clone();
         for (var, v) in env.iter().rev() {
-            e = subst(e, var, v);
+            e = e.subst_var(var, v);
         }
         decide(simplify::expr(e))
     }
