@@ -326,7 +326,7 @@ pub struct Matrix {
     /// Its entries: sorted, duplicates summed, f64 values.
     pub coo: CooTensor,
     /// Its statistics, counted once for every built-in schedule compiled for it.
-    pub stats: driver::MatrixStats,
+    pub stats: driver::MatrixProfile,
 }
 
 impl Matrix {
@@ -356,7 +356,7 @@ impl Matrix {
     fn new(name: String, mut coo: CooTensor) -> Matrix {
         coo.sort_and_sum_duplicates();
         coo.values = ArrayData::F64(coo.values.to_f64_vec());
-        let stats = driver::MatrixStats::of(&coo);
+        let stats = driver::MatrixProfile::of(&coo);
         Matrix { name, coo, stats }
     }
 

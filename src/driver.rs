@@ -1201,7 +1201,7 @@ pub fn spmm_panel_stats(a: &CooTensor, width: usize, window: usize) -> (usize, u
 /// The statistics of one sparse matrix that the built-in schedules read (see [`DataStats`]),
 /// counted once: `lacuna bench` keeps them with each matrix for every schedule it compiles.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MatrixStats {
+pub struct MatrixProfile {
     /// Stored entries.
     pub nnz: usize,
     /// Rows.
@@ -1214,10 +1214,10 @@ pub struct MatrixStats {
     pub diagonals: usize,
 }
 
-impl MatrixStats {
+impl MatrixProfile {
     /// The statistics of a 2-D matrix.
-    pub fn of(a: &CooTensor) -> MatrixStats {
-        MatrixStats {
+    pub fn of(a: &CooTensor) -> MatrixProfile {
+        MatrixProfile {
             nnz: a.nnz(),
             rows: a.shape.first().copied().unwrap_or(0),
             scattered_permille: scattered_gathers(a),
@@ -1262,11 +1262,11 @@ impl DataStats {
             .filter(|i| i.shape().len() == 2)
             .max_by_key(|i| i.stored_len())
             .and_then(Input::coo);
-        let shape = matrix.as_deref().map(MatrixStats::of).unwrap_or_default();
+        let profile = matrix.as_deref().map(MatrixProfile::of).unwrap_or_default();
         let stats = DataStats {
             nnz,
             rows,
-            ..DataStats::with_matrix(&shape, feat, gathered_bytes)
+            ..DataStats::with_matrix(&profile, feat, gathered_bytes)
         };
         // Only SpMM's rule reads them (its `B`; SDDMM's `W` is gathered otherwise).
         match (&matrix, inputs.get("B")) {
@@ -1278,7 +1278,7 @@ impl DataStats {
     /// The host's properties ([`DataStats::host`]) with a matrix's statistics, the feature
     /// width and the bytes of the gathered dense operand (SpMM's `B`, SDDMM's `W`, SpMV's
     /// `x`). SpMM's panel statistics are left to [`DataStats::with_spmm_panels`].
-    pub fn with_matrix(m: &MatrixStats, feat: Option<usize>, gathered_bytes: usize) -> DataStats {
+    pub fn with_matrix(m: &MatrixProfile, feat: Option<usize>, gathered_bytes: usize) -> DataStats {
         DataStats {
             nnz: m.nnz,
             rows: m.rows,

@@ -590,6 +590,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
                             lacuna::target::host_l2_bytes(),
                         )],
                         row_panel_bytes: lacuna::target::host_l2_bytes() / 2,
+                        stream_rows: lacuna::target::host_stream_bytes()
+                            .map(|_| lacuna::driver::SPMM_STREAM_MIN_BYTES),
                         ..Default::default()
                     },
                     timeout: std::time::Duration::from_secs_f64(cmd.timeout),

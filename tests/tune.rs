@@ -497,6 +497,93 @@ fn spmm_template_tries_column_panels_of_b_rows() {
     assert_eq!(checked, 2, "serial and parallel rows");
 }
 
+/// With `stream_rows`, SpMM's template also tries each row of `C` accumulated in registers
+/// and streamed (`stores: streamed`): only for outputs of at least that many bytes, only with
+/// hoisted tiles on the stored CSR; those points compute `C`.
+#[test]
+fn spmm_template_tries_streamed_rows() {
+    let p = load_kernel(&root().join("examples/spmm.ron")).expect("kernel");
+    let a = load_input(&root().join("tests/data/west0479.mtx")).expect("matrix");
+    let Input::Coo(coo) = &a else {
+        panic!("a sparse matrix")
+    };
+    let (n, k) = (479, 32);
+    let b_data = (0..n * k)
+        .map(|i| ((i * 29 + 3) % 97) as f64 / 48.0 - 1.0)
+        .collect();
+    let inputs = BTreeMap::from([
+        ("A".to_string(), a.clone()),
+        (
+            "B".to_string(),
+            Input::Dense(lacuna::ir::DenseArray {
+                shape: vec![n, k],
+                data: lacuna::ir::ArrayData::F64(b_data),
+            }),
+        ),
+    ]);
+    let params = BTreeMap::new();
+    let want = match run_kernel_scheduled(&p, None, &inputs, &params, Target::Interp, 1)
+        .expect("reference")
+        .outputs["C"]
+        .clone()
+    {
+        lacuna::stage1::Output::Dense(d) => Input::Dense(d),
+        other => panic!("a dense result, not {other:?}"),
+    };
+    let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
+    let stats = lacuna::tuning::coo_stats(coo);
+    let template = |stream_rows: Option<usize>| {
+        let opts = TemplateOptions {
+            formats: 1,
+            stream_rows,
+            ..TemplateOptions::default()
+        };
+        KernelTemplate::new(&p, &b.params, stats.as_ref(), &opts)
+    };
+    let has_stores = |t: &KernelTemplate| t.space().decisions.iter().any(|d| d.name == "stores");
+    // C is 479 x 32 f64, 122 624 bytes.
+    assert!(!has_stores(&template(None)));
+    assert!(!has_stores(&template(Some(122_625))));
+    let t = template(Some(122_624));
+    assert!(has_stores(&t));
+    let space = t.space();
+    let (mut streamed, mut refused) = (0, 0);
+    for i in 0..space.size() {
+        let point = space.point(i);
+        let labels = space.labels(&point);
+        if labels["stores"] != "streamed" || labels["inner"] != "vectorize" {
+            continue;
+        }
+        let csr = labels.get("format").is_none_or(|f| f == "csr");
+        match t.trace(&point) {
+            Ok(trace) => {
+                assert!(csr && labels["tile"].ends_with("-hoisted"), "{labels:?}");
+                assert!(
+                    trace.iter().any(|x| matches!(
+                        x,
+                        lacuna::schedule::Instruction::Annotate { key, .. } if key == "nontemporal"
+                    )),
+                    "{trace:?}"
+                );
+                let what = format!("{labels:?}");
+                assert_point_computes(&p, "spmm", trace, &inputs, &params, "C", &want, &what);
+                streamed += 1;
+            }
+            Err(e) => {
+                assert!(
+                    !csr || !labels["tile"].ends_with("-hoisted"),
+                    "{labels:?}: {e}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        streamed >= 2 && refused >= 2,
+        "{streamed} streamed, {refused} refused"
+    );
+}
+
 fn records(db: &Path) -> Vec<Record> {
     Database::new(db).load().expect("the database parses")
 }

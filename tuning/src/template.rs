@@ -59,6 +59,12 @@ pub struct TemplateOptions {
     /// (the `gathers` decision; `scalar_gathers` takes effect only on hosts where
     /// `lacuna_target::host_assembles_gathers`, which `lacuna tune` passes here).
     pub scalar_gathers: bool,
+    /// Bytes of output from which kernels with a feature loop also try each output row
+    /// accumulated in registers and stored with streaming stores (the `stores` decision; the
+    /// output counted as the matrix's rows times the feature width in f64); `None` tries it
+    /// nowhere. `lacuna tune` passes the built-in SpMM schedule's threshold
+    /// (`lacuna::driver::SPMM_STREAM_MIN_BYTES`) on hosts with streaming stores.
+    pub stream_rows: Option<usize>,
 }
 
 /// The formats whose rows run as vector lanes ([`lacuna_schedule::lanes`], also the built-in
@@ -78,6 +84,7 @@ impl Default for TemplateOptions {
             panels: vec![],
             row_panel_bytes: 0,
             scalar_gathers: false,
+            stream_rows: None,
         }
     }
 }
@@ -104,6 +111,12 @@ impl Default for TemplateOptions {
 /// - `gathers` (with `entries`, where [`TemplateOptions::scalar_gathers`]): the vector lanes'
 ///   gathers as gather instructions (`hardware`) or assembled from scalar loads (`scalar`:
 ///   the `scalar_gathers` annotation, which needs unmasked vector lanes);
+/// - `stores` (with a feature loop and an output of [`TemplateOptions::stream_rows`] bytes or
+///   more): the output as
+///   the kernel stores it (`plain`), or each row accumulated in a local cache that replaces
+///   its init (`reverse_cache_write` at the row, the hoisted tiles unrolled so the cache stays
+///   in registers) and stored once with streaming stores (`streamed`: the `nontemporal`
+///   annotation; the stored CSR and hoisted tiles only);
 /// - `parallel`: the outermost loop of every compute iteration serial, or parallel where that
 ///   is legal (the runtime balances a row loop by stored entries; parts whose rows repeat, as
 ///   split rows do, stay serial).
@@ -123,6 +136,8 @@ pub struct KernelTemplate {
     /// The main iteration's name, row variable and result buffer, which a lanes format's
     /// schedule names; `None` when the kernel tries no lanes format.
     lanes: Option<(String, String, String)>,
+    /// The output buffer that the `stores` decision streams.
+    output: Option<String>,
 }
 
 /// Vector registers per step of the `entries` decision's `masked` option, which the built-in
@@ -259,6 +274,23 @@ impl KernelTemplate {
                 vec!["serial".into(), "unroll".into(), "vectorize".into()],
             );
         }
+        let outputs: Vec<&str> = p
+            .buffers
+            .iter()
+            .filter(|b| b.role == lacuna_stage1::Role::Output)
+            .map(|b| b.name.as_str())
+            .collect();
+        let output = match (opts.stream_rows, &feature, outputs.as_slice(), stats) {
+            (Some(min), Some((_, _, extent)), [out], Some(m))
+                if m.n_rows.saturating_mul(*extent as usize).saturating_mul(8) >= min =>
+            {
+                Some(out.to_string())
+            }
+            _ => None,
+        };
+        if output.is_some() {
+            space.push("stores", vec!["plain".into(), "streamed".into()]);
+        }
         let entries = entries_var;
         if entries.is_some() {
             space.push(
@@ -280,6 +312,7 @@ impl KernelTemplate {
             feature,
             entries,
             lanes,
+            output,
         }
     }
 
@@ -300,6 +333,7 @@ impl KernelTemplate {
         let apply = |s: &mut Schedule, inst: Instruction| s.apply(inst).map_err(|e| e.to_string());
         let mut lanes_format = false;
         let mut panels_format = false;
+        let mut decomposed = false;
         if let Some(i) = sp.decisions.iter().position(|d| d.name == "format") {
             if let (Some(term), Some(buf)) = (&self.formats[p[i]], &self.buffer) {
                 apply(
@@ -311,6 +345,7 @@ impl KernelTemplate {
                 )?;
                 lanes_format = LANES_FORMATS.contains(&term.as_str());
                 panels_format = term.starts_with("(panels");
+                decomposed = true;
             }
         }
         if let (true, Some((it, row, out))) = (lanes_format, &self.lanes) {
@@ -392,6 +427,41 @@ impl KernelTemplate {
             }
             if hoist && hoisted == 0 {
                 return Err("no feature loop inside a sparse loop to hoist".into());
+            }
+            if let (Some(out), "streamed") = (&self.output, label("stores").as_str()) {
+                if !hoist || decomposed {
+                    return Err(
+                        "`stores: streamed` keeps a row of the stored CSR in registers: `tile` must be hoisted and `format` csr"
+                            .into(),
+                    );
+                }
+                // The reductions (row, tiles, entries, features), not their inits, which
+                // the caches take over.
+                let mut rows = Vec::new();
+                for block in compute_blocks(&s, var)? {
+                    let loops = s.get_loops(&block).map_err(|e| e.to_string())?;
+                    if let [row, tiles, _, _, ..] = loops.as_slice() {
+                        rows.push((block, row.clone(), tiles.clone()));
+                    }
+                }
+                for (block, row, tiles) in rows {
+                    for inst in [
+                        Instruction::ReverseCacheWrite {
+                            block,
+                            buffer: out.clone(),
+                            scope: "local".into(),
+                            at: Some(row.clone()),
+                        },
+                        Instruction::Unroll { r#loop: tiles },
+                        Instruction::Annotate {
+                            r#loop: row.clone(),
+                            key: "nontemporal".into(),
+                            value: 1,
+                        },
+                    ] {
+                        apply(&mut s, inst)?;
+                    }
+                }
             }
         }
         if let (false, Some(var)) = (lanes_format, &self.entries) {
