@@ -583,17 +583,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                         .strategy
                         .as_deref()
                         .and_then(lacuna::tune::parse_strategy),
-                    template: lacuna::tuning::TemplateOptions {
-                        formats: cmd.decompositions,
-                        scalar_gathers: lacuna::target::host_assembles_gathers(),
-                        panels: vec![lacuna::driver::spmv_panel_width(
-                            lacuna::target::host_l2_bytes(),
-                        )],
-                        row_panel_bytes: lacuna::target::host_l2_bytes() / 2,
-                        stream_rows: lacuna::target::host_stream_bytes()
-                            .map(|_| lacuna::driver::SPMM_STREAM_MIN_BYTES),
-                        ..Default::default()
-                    },
+                    template: lacuna::tune::host_template_options(cmd.decompositions),
                     timeout: std::time::Duration::from_secs_f64(cmd.timeout),
                     min_seconds: cmd.min_seconds,
                     report: cmd.report,

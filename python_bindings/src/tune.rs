@@ -4,7 +4,7 @@
 
 use crate::errors::{driver_error, guard, DataFileError, ExecutionError, LacunaError, TuneError};
 use lacuna::tune::{parse_strategy, run_tune, TuneCliError, TuneRequest};
-use lacuna::tuning::{TemplateOptions, TuneOptions};
+use lacuna::tuning::TuneOptions;
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -103,11 +103,7 @@ pub fn tune(
             ..TuneOptions::default()
         },
         strategy,
-        template: TemplateOptions {
-            formats: decompositions,
-            scalar_gathers: lacuna::target::host_assembles_gathers(),
-            ..TemplateOptions::default()
-        },
+        template: lacuna::tune::host_template_options(decompositions),
         timeout: Duration::from_secs_f64(timeout),
         min_seconds,
         report,
