@@ -111,6 +111,29 @@ def lanes_schedule(into):
     return s
 
 
+def test_streamed_spmm_rows_keep_results():
+    # Each row of C accumulated in registers (the init folded into the row's cache) and stored
+    # with streaming stores where the row starts a vector (the built-in SpMM schedule for large
+    # outputs); a loop with nothing to stream is refused.
+    rng = np.random.default_rng(3)
+    a = random_csr(70, 90, density=0.1, seed=3)
+    b = rng.standard_normal((90, 128))
+    s = lacuna.Schedule(kernel("spmm"))
+    s.specialize("feat", 128)
+    s.split("spmm:k", [None, 64])
+    s.reorder(["k.0", "j"])
+    s.vectorize("k.1")
+    s.reverse_cache_write("spmm", "C", "local", at="spmm:i")
+    s.unroll("k.0")
+    s.annotate("spmm:i", "nontemporal", 1)
+    s.parallel("spmm:i")
+    f = lacuna.build(s)
+    for threads in (1, 2, 3):
+        assert_close(f(A=a, B=b, threads=threads)["C"], a @ b)
+    with pytest.raises(lacuna.ScheduleError, match="nontemporal"):
+        lacuna.Schedule(kernel("spmm")).annotate("spmm:i", "nontemporal", 1)
+
+
 def test_sliced_ell_spmv_runs_rows_as_lanes():
     # Rows of 0 to 11 entries and one long row, as SELL-8-32: groups of 8 rows as vector lanes.
     rng = np.random.default_rng(5)
