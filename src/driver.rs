@@ -1229,7 +1229,8 @@ impl MatrixProfile {
 
 impl DataStats {
     /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
-    /// `hw_prefetches_rows`): the base the data's statistics are filled into.
+    /// `hw_prefetches_rows`, `gathers_rows`, `whole_width_blocks`, `l2_bytes`,
+    /// `stream_stores`): the base the data's statistics are filled into.
     pub fn host() -> DataStats {
         DataStats {
             vector_masks: lacuna_target::host_has_vector_masks(),
