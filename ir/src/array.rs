@@ -447,14 +447,20 @@ impl CooTensor {
 impl CooTensor {
     /// For a matrix whose row coordinates lie within its rows, the entries in the order of a
     /// stable sort by (row, column): a counting sort by row, then each row's entries sorted by
-    /// column (stably, so duplicates keep their order). `None` for other ranks and rows out of
-    /// range (the general sort takes those).
+    /// column (stably, so duplicates keep their order). `None` for other ranks, rows out of
+    /// range and more rows than a few per entry (the general sort takes those).
     fn row_order(&self) -> Option<Vec<usize>> {
         let (&[rows, _], [r, c]) = (self.shape.as_slice(), self.coords.as_slice()) else {
             return None;
         };
         let n = self.nnz();
-        if r.len() < n || c.len() < n || r[..n].iter().any(|&x| x >= rows) {
+        // A counting sort allocates a slot per row: not for shapes far larger than the data
+        // (a file may declare any extent), which the general sort takes.
+        if rows > n.saturating_mul(4).saturating_add(1024)
+            || r.len() < n
+            || c.len() < n
+            || r[..n].iter().any(|&x| x >= rows)
+        {
             return None;
         }
         let mut start = vec![0usize; rows + 1];

@@ -82,3 +82,20 @@ fn scalars_and_mismatched_coordinates_are_not_taken_as_sorted() {
     };
     assert!(!short.sorted_and_unique());
 }
+
+/// A matrix declaring far more rows than it has entries (up to `usize::MAX`, as a file may)
+/// sorts by the general sort, without a slot per row: entries in order, duplicates summed.
+#[test]
+fn huge_declared_extents_sort_without_a_slot_per_row() {
+    for rows in [1 << 40, usize::MAX - 1, usize::MAX] {
+        let mut t = CooTensor {
+            shape: vec![rows, 4],
+            coords: vec![vec![rows - 1, 7, 7, 0], vec![2, 1, 1, 3]],
+            values: ArrayData::F64(vec![1.0, 2.0, 0.5, 4.0]),
+        };
+        let want = model(&t);
+        t.sort_and_sum_duplicates();
+        assert_eq!(entries(&t), want, "{rows} rows");
+        assert!(t.sorted_and_unique());
+    }
+}
