@@ -302,20 +302,21 @@ fn merge(a: Context, b: Context) -> Context {
     let mut out: Context = Vec::with_capacity(a.len() + b.len());
     let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
     loop {
-        let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if x.0 == y.0 => {
-                let (row, p) = a.next().expect("peeked");
-                let (_, q) = b.next().expect("peeked");
+        // The rows in order; a row in both gets the positions of both, sorted.
+        let next = match (a.peek().map(|x| x.0), b.peek().map(|y| y.0)) {
+            (Some(x), Some(y)) if x == y => a.next().zip(b.next()).map(|((row, p), (_, q))| {
                 let mut both: Vec<usize> = p.iter().chain(q.iter()).collect();
                 both.sort_unstable();
                 (row, Positions::List(both))
-            }
-            (Some(x), Some(y)) if x.0 < y.0 => a.next().expect("peeked"),
-            (Some(_), Some(_)) | (None, Some(_)) => b.next().expect("peeked"),
-            (Some(_), None) => a.next().expect("peeked"),
-            (None, None) => return out,
+            }),
+            (Some(x), Some(y)) if x < y => a.next(),
+            (Some(_), None) => a.next(),
+            _ => b.next(),
         };
-        out.push(next);
+        match next {
+            Some(row) => out.push(row),
+            None => return out,
+        }
     }
 }
 
