@@ -1496,23 +1496,7 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 256;
 /// cache starts at zero in place of `C`'s init, the feature chunks are unrolled so that the
 /// cache's vectors stay in registers, and the row is written once, streamed.
 pub fn spmm_stream_trace() -> Vec<lacuna_schedule::Instruction> {
-    use lacuna_schedule::Instruction as I;
-    vec![
-        I::ReverseCacheWrite {
-            block: "spmm".into(),
-            buffer: "C".into(),
-            scope: "local".into(),
-            at: Some("spmm:i".into()),
-        },
-        I::Unroll {
-            r#loop: "k.0".into(),
-        },
-        I::Annotate {
-            r#loop: "spmm:i".into(),
-            key: "nontemporal".into(),
-            value: 1,
-        },
-    ]
+    lacuna_schedule::stream::streamed_rows_trace("spmm", "C", "spmm:i", "k.0")
 }
 
 /// The built-in schedule for a kernel run without one, chosen from its inputs' statistics: the

@@ -15,6 +15,7 @@ pub mod lanes;
 mod loops;
 mod primitives;
 mod schedule;
+pub mod stream;
 mod trace;
 
 pub use error::{Condition, ScheduleError};

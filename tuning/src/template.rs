@@ -232,10 +232,11 @@ impl KernelTemplate {
         }
         // Column panels: SpMV's of the given widths; a feature loop's holding
         // `row_panel_bytes` of the dense operand's rows.
-        let panel_widths: Vec<u32> = match feature_loop(p, params) {
+        let feature = feature_loop(p, params);
+        let panel_widths: Vec<u32> = match &feature {
             None if entries_var.is_some() => opts.panels.clone(),
             Some((_, _, extent)) if opts.row_panel_bytes > 0 => {
-                let row_bytes = (extent as usize).saturating_mul(8);
+                let row_bytes = (*extent as usize).saturating_mul(8);
                 vec![panel_width(opts.row_panel_bytes, row_bytes, 16)]
             }
             _ => vec![],
@@ -257,7 +258,6 @@ impl KernelTemplate {
                     .collect(),
             );
         }
-        let feature = feature_loop(p, params);
         if let Some((_, _, extent)) = &feature {
             let mut tiles = vec!["none".to_string()];
             let divisors: Vec<u64> = opts
@@ -445,20 +445,9 @@ impl KernelTemplate {
                     }
                 }
                 for (block, row, tiles) in rows {
-                    for inst in [
-                        Instruction::ReverseCacheWrite {
-                            block,
-                            buffer: out.clone(),
-                            scope: "local".into(),
-                            at: Some(row.clone()),
-                        },
-                        Instruction::Unroll { r#loop: tiles },
-                        Instruction::Annotate {
-                            r#loop: row.clone(),
-                            key: "nontemporal".into(),
-                            value: 1,
-                        },
-                    ] {
+                    for inst in
+                        lacuna_schedule::stream::streamed_rows_trace(&block, out, &row, &tiles)
+                    {
                         apply(&mut s, inst)?;
                     }
                 }

@@ -1001,32 +1001,7 @@ fn stored_elements(s: &Stmt, buffer: &str) -> Option<Vec<String>> {
         for (var, v) in env.iter().rev() {
             e = e.subst_var(var, v);
         }
-        decide(simplify::expr(e))
-    }
-    /// Comparisons of integer constants, and `&&`, `||`, `!` of decided ones, folded.
-    fn decide(e: Expr) -> Expr {
-        let e = e.map_children(&mut decide);
-        match &e {
-            Expr::Binary(op, a, b) => match (op, &**a, &**b) {
-                (_, Expr::Int(x, _), Expr::Int(y, _)) => match op {
-                    BinOp::Lt => Expr::Bool(x < y),
-                    BinOp::Le => Expr::Bool(x <= y),
-                    BinOp::Gt => Expr::Bool(x > y),
-                    BinOp::Ge => Expr::Bool(x >= y),
-                    BinOp::Eq => Expr::Bool(x == y),
-                    BinOp::Ne => Expr::Bool(x != y),
-                    _ => e,
-                },
-                (BinOp::And, Expr::Bool(x), Expr::Bool(y)) => Expr::Bool(*x && *y),
-                (BinOp::Or, Expr::Bool(x), Expr::Bool(y)) => Expr::Bool(*x || *y),
-                _ => e,
-            },
-            Expr::Unary(UnOp::Not, a) => match **a {
-                Expr::Bool(x) => Expr::Bool(!x),
-                _ => e,
-            },
-            _ => e,
-        }
+        simplify::expr(e)
     }
     fn walk(
         stmts: &[Stmt],

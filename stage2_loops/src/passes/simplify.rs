@@ -125,7 +125,10 @@ fn stmts(v: Vec<Stmt>) -> Vec<Stmt> {
 pub fn expr(e: Expr) -> Expr {
     match e {
         Expr::Binary(op, a, b) => binary(op, expr(*a), expr(*b)),
-        Expr::Unary(op, a) => Expr::Unary(op, Box::new(expr(*a))),
+        Expr::Unary(op, a) => match (op, expr(*a)) {
+            (lacuna_stage1::UnOp::Not, Expr::Bool(x)) => Expr::Bool(!x),
+            (op, a) => Expr::Unary(op, Box::new(a)),
+        },
         Expr::Select(c, a, b) => match expr(*c) {
             Expr::Bool(true) => expr(*a),
             Expr::Bool(false) => expr(*b),
@@ -192,8 +195,16 @@ fn binary(op: BinOp, a: Expr, b: Expr) -> Expr {
             BinOp::Mul => return Int(x.wrapping_mul(*y), DType::I64),
             // Truncating, zero for a zero divisor: the interpreters' semantics.
             BinOp::Div => return Int(if *y == 0 { 0 } else { x.wrapping_div(*y) }, DType::I64),
+            BinOp::Lt => return Expr::Bool(x < y),
+            BinOp::Le => return Expr::Bool(x <= y),
+            BinOp::Gt => return Expr::Bool(x > y),
+            BinOp::Ge => return Expr::Bool(x >= y),
+            BinOp::Eq => return Expr::Bool(x == y),
+            BinOp::Ne => return Expr::Bool(x != y),
             _ => {}
         },
+        (BinOp::And, Expr::Bool(x), Expr::Bool(y)) => return Expr::Bool(*x && *y),
+        (BinOp::Or, Expr::Bool(x), Expr::Bool(y)) => return Expr::Bool(*x || *y),
         (BinOp::Add, _, Int(0, t)) | (BinOp::Sub, _, Int(0, t)) | (BinOp::Mul, _, Int(1, t))
             if t.is_int() =>
         {
