@@ -649,6 +649,7 @@ pub fn host_template_options(formats: usize) -> TemplateOptions {
         panels: vec![driver::spmv_panel_width(l2)],
         row_panel_bytes: l2 / 2,
         stream_rows: lacuna_target::host_stream_bytes().map(|_| driver::SPMM_STREAM_MIN_BYTES),
+        row_orders: true,
         ..Default::default()
     }
 }

@@ -256,6 +256,91 @@ fn corrupted_inspector_ids_are_bind_errors() {
     }
 }
 
+/// `rcm`'s row ids are declared a permutation of the rows (its kernel sets each row of the
+/// result once instead of adding into a zeroed one, and runs the rows in parallel): ids that
+/// repeat a row, or fall short of every row, do not bind; the inspector's ids bind and give
+/// SpMM's result.
+#[test]
+fn rcm_row_ids_must_be_a_permutation() {
+    let p = kernel("spmm");
+    let trace = lacuna::driver::spmm_rcm_trace(4, 4, true, false, false, true);
+    let s = lacuna::schedule::Schedule::replay(&p, &trace).expect("the schedule applies");
+    let scheduled = s.program().clone();
+    let row = scheduled.buffer("A.p0.row").expect("the row ids");
+    assert!(row.permutation && row.coordinates_of.as_deref() == Some("I"));
+    let (m, n, rows) = matrix();
+    let b = values(n * 4, 3);
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
+        ("B".to_string(), dense(&[n, 4], b.clone())),
+    ]);
+    let given = convert_inputs(s.conversions(), &inputs).expect("converts");
+    let mut bound = bind_with(&scheduled, &inputs, &BTreeMap::new(), given.clone())
+        .expect("the inspector's ids bind");
+    let file = lacuna::schedule::ScheduleFile {
+        version: 1,
+        kernel: "spmm".into(),
+        trace,
+    };
+    let (_, exe, _) = Executable::build_converting(&p, Some(&file), Target::Jit).expect("builds");
+    lacuna::driver::reset_outputs(&scheduled, &mut bound);
+    exe.run(&scheduled, &mut bound).expect("runs");
+    let mut want = vec![0.0; m * 4];
+    for (i, row) in rows.iter().enumerate() {
+        for &(j, a) in row {
+            for k in 0..4 {
+                want[i * 4 + k] += a * b[j * 4 + k];
+            }
+        }
+    }
+    let got = bound.buffers["C"].to_f64_vec();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
+    }
+    let ids = given.buffers["A.p0.row"].to_i64_vec();
+    assert_eq!(ids.len(), m);
+    let first = ids[0];
+    // A row twice (and another never).
+    let mut twice = ids.clone();
+    twice[1] = first;
+    // One row short (the parameter says one row fewer as well).
+    let short: Vec<i64> = ids[..m - 1].to_vec();
+    for (bad, what) in [
+        (twice, format!("{first} again at position 1")),
+        (short, format!("{} values", m - 1)),
+    ] {
+        let mut g = given.clone();
+        if bad.len() < m {
+            g.params.insert("A.p0.rows".into(), bad.len() as i64);
+            // The last stored row's entries go with it (arrays kept at their index type).
+            let like = |orig: &ArrayData, v: &[i64]| match orig {
+                ArrayData::I32(_) => ArrayData::I32(v.iter().map(|&x| x as i32).collect()),
+                _ => ArrayData::I64(v.to_vec()),
+            };
+            let axis = g.axes.get_mut("A.p0.s").expect("entries");
+            let indptr = axis.indptr.as_ref().expect("indptr");
+            let positions = indptr.to_i64_vec();
+            let nnz = positions[m - 1];
+            axis.indptr = Some(like(indptr, &positions[..m]));
+            let cols = axis.indices.as_ref().expect("columns");
+            axis.indices = Some(like(cols, &cols.to_i64_vec()[..nnz as usize]));
+            g.params.insert("A.p0.nnz".into(), nnz);
+            let vals = g.buffers["A.p0"].to_f64_vec();
+            g.buffers
+                .insert("A.p0".into(), ArrayData::F64(vals[..nnz as usize].to_vec()));
+        }
+        g.buffers.insert("A.p0.row".into(), ArrayData::I64(bad));
+        let err = bind_with(&scheduled, &inputs, &BTreeMap::new(), g)
+            .expect_err("ids that are not a permutation do not bind");
+        assert!(
+            matches!(&err, BindError::NotPermutation { buffer, axis, extent, reason }
+                if buffer == "A.p0.row" && axis == "I" && *extent == m as i64 && *reason == what),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("not a permutation"), "{err}");
+    }
+}
+
 /// RGCN's edge types index its weights unchecked (`examples/rgcn.ron` declares them
 /// coordinates of the relation axis); a type past the relations does not bind.
 #[test]

@@ -18,7 +18,8 @@ use proptest::test_runner::TestRunner;
 use std::collections::BTreeMap;
 
 /// Decompositions covering every part kind: ELL buckets, split rows, a CSR remainder, BSR,
-/// padded CSR, sliced ELL, DIA, column parts, plain CSR. The widest ELL part has 2 slots.
+/// padded CSR, sliced ELL, DIA, column parts, column panels, rows in reverse Cuthill–McKee
+/// order, plain CSR. The widest ELL part has 2 slots.
 const TERMS: &[&str] = &[
     "(+ (bucket 1 2 (ell 1)) (+ (bucket 2 3 (ell 2)) (split_rows 2)))",
     "(+ (bucket 1 3 (ell 2)) remainder)",
@@ -32,6 +33,7 @@ const TERMS: &[&str] = &[
     "(+ (colpart 2 0 (ell 2)) (+ (colpart 2 1 (ell 1)) remainder))",
     "(panels 3)",
     "(+ (bucket 1 3 (ell 2)) (panels 2))",
+    "rcm",
     "csr",
 ];
 
@@ -128,16 +130,7 @@ fn assert_parts(built: &Built, b: &Bindings, csr: &CsrMatrix, what: &str) {
     let reference = lacuna::schedule::convert(conv, csr).expect("converts");
     for (t, part) in parts.iter().enumerate() {
         let name = format!("A.p{t}");
-        let want = match &part.storage {
-            lacuna::schedule::decompose::Storage::Ell(e)
-            | lacuna::schedule::decompose::Storage::SplitRows(e) => e.values.clone(),
-            lacuna::schedule::decompose::Storage::Csr(c) => c.values.clone(),
-            lacuna::schedule::decompose::Storage::Bsr(s) => s.values.clone(),
-            lacuna::schedule::decompose::Storage::Padded(s) => s.values.clone(),
-            lacuna::schedule::decompose::Storage::Sell(s) => s.values.clone(),
-            lacuna::schedule::decompose::Storage::Dia(s) => s.values.clone(),
-            lacuna::schedule::decompose::Storage::Panels(s) => s.values.clone(),
-        };
+        let want = part.storage.values().to_vec();
         let got = f64s(&b.buffers[&name]);
         assert_eq!(bits(&got), bits(&want), "{what}: values of {name}");
     }
@@ -388,7 +381,7 @@ proptest! {
     /// `materialize`'s values (0 for padding), on any matrix, empty ones included.
     #[test]
     fn inspection_is_materialize_without_values((m, n, rows) in sparse_matrix()) {
-        use lacuna::schedule::decompose::{inspect, Storage};
+        use lacuna::schedule::decompose::inspect;
         let csr = csr_of(m, n, &rows);
         for &term in TERMS {
             let d: Decomposition = term.parse().expect("parses");
@@ -396,15 +389,7 @@ proptest! {
             let inspection = inspect(&csr, &d).expect("inspects");
             prop_assert_eq!(inspection.sources.len(), parts.len());
             for ((mut got, src), want) in inspection.parts.into_iter().zip(inspection.sources).zip(&parts) {
-                let values = match &mut got.storage {
-                    Storage::Ell(e) | Storage::SplitRows(e) => &mut e.values,
-                    Storage::Csr(c) => &mut c.values,
-                    Storage::Bsr(s) => &mut s.values,
-                    Storage::Padded(s) => &mut s.values,
-                    Storage::Sell(s) => &mut s.values,
-                    Storage::Dia(s) => &mut s.values,
-                    Storage::Panels(s) => &mut s.values,
-                };
+                let values = got.storage.values_mut();
                 prop_assert!(values.iter().all(|v| v.to_bits() == 0), "{}: values copied", term);
                 prop_assert_eq!(values.len(), src.len());
                 for (v, &k) in values.iter_mut().zip(&src) {

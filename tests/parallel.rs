@@ -144,6 +144,31 @@ proptest! {
                 }
             }
         }
+        // SpMM over `rcm`'s rows (every row once, in reverse Cuthill–McKee order), each row
+        // summed in registers and stored once (streamed where the width splits evenly), the
+        // rows in parallel.
+        let p = example("spmm");
+        let inputs = BTreeMap::from([("A".to_string(), a.clone()), ("B".to_string(), dense(vec![n, k], 2))]);
+        let file = lacuna::schedule::ScheduleFile {
+            version: 1,
+            kernel: "spmm".into(),
+            trace: lacuna::driver::spmm_rcm_trace(k, 2, k % 2 == 0, false, k % 2 == 0, true),
+        };
+        let want = values(&lacuna::driver::run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs").outputs["C"]);
+        let mut first = None;
+        for threads in 1..=4 {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+            let got = pool.install(|| lacuna::driver::run_kernel_scheduled(&p, Some(&file), &inputs, &BTreeMap::new(), Target::Jit, 1)).expect("rcm schedule runs");
+            let got = values(&got.outputs["C"]);
+            prop_assert_eq!(got.len(), want.len());
+            for (x, y) in got.iter().zip(&want) {
+                prop_assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "rcm with {} threads: {} vs {}", threads, x, y);
+            }
+            match &first {
+                None => first = Some(got),
+                Some(f) => prop_assert_eq!(&got, f, "rcm with {} threads vs 1", threads),
+            }
+        }
     }
 }
 
@@ -1616,6 +1641,158 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
                         .all(|x| x.is_nan()),
                     "{what}: written outside C"
                 );
+            }
+        }
+    }
+}
+
+/// SpMM's built-in schedule runs `A`'s rows in reverse Cuthill–McKee order (`rcm`) exactly
+/// where that order saves `SPMM_RCM_MIN_GAIN` thousandths of far gathers or more, for feature
+/// widths in multiples of 16 up to 512 and a `B` beyond L2; each row is then summed in
+/// registers and stored once (streamed where `C` is large), the rows in parallel. On a band
+/// whose rows are stored shuffled (one row dense, some empty), the statistics say so, and the
+/// schedule (and its streamed variant) gives the interpreter's `C` at 1 to 4 threads, bit for
+/// bit the same at each.
+#[test]
+fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
+    use lacuna::driver::{
+        builtin_schedule, run_kernel, run_kernel_scheduled, spmm_by_rcm, spmm_rcm_trace, DataStats,
+        SPMM_RCM_MIN_GAIN as G, SPMM_STREAM_MIN_BYTES,
+    };
+    use lacuna::schedule::Instruction;
+    let p = example("spmm");
+    let streams = |s: &lacuna::schedule::ScheduleFile| {
+        s.trace
+            .iter()
+            .any(|t| matches!(t, Instruction::Annotate { key, .. } if key == "nontemporal"))
+    };
+    let l2 = 2 << 20;
+    // (k, bytes of B, far in stored order, far in rcm's, rcm)
+    for (k, bytes, far, rcm_far, want) in [
+        (32, 8 << 20, 900, 900 - G, true),
+        (128, 8 << 20, 500, 100, true),
+        (16, 8 << 20, 900, 100, true),
+        (512, 8 << 20, 900, 100, true),
+        (32, 8 << 20, 900, 901 - G, false),
+        (32, 8 << 20, 100, 900, false),
+        (32, l2, 900, 100, false),
+        (24, 8 << 20, 900, 100, false),
+        (1024, 8 << 20, 900, 100, false),
+    ] {
+        let stats = DataStats {
+            nnz: 1_000_000,
+            rows: 200_000,
+            feat: Some(k),
+            gathered_bytes: bytes,
+            far_rows_permille: far,
+            rcm_far_permille: rcm_far,
+            l2_bytes: l2,
+            stream_stores: true,
+            ..Default::default()
+        };
+        assert_eq!(spmm_by_rcm(&stats), want, "{stats:?}");
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(decomposes_into(&s, "rcm"), want, "{stats:?}: {:?}", s.trace);
+        if want {
+            assert!(parallel(&s), "{:?}", s.trace);
+            let c_bytes = stats.rows * k * 8;
+            assert_eq!(
+                streams(&s),
+                k >= 128 && c_bytes >= SPMM_STREAM_MIN_BYTES,
+                "{stats:?}: {:?}",
+                s.trace
+            );
+            assert!(
+                s.trace
+                    .iter()
+                    .any(|t| matches!(t, Instruction::ReverseCacheWrite { .. })),
+                "rows in registers: {:?}",
+                s.trace
+            );
+        }
+    }
+    // A band of width 5 over 2000 columns, its rows stored in a scrambled order (by a
+    // multiplicative hash); stored row 3 dense, band rows 100..140 left empty.
+    let (m, n) = (2000usize, 2000usize);
+    let mut by_hash: Vec<usize> = (0..m).collect();
+    by_hash.sort_by_key(|&i| (i as u64).wrapping_mul(2_654_435_761) % (1 << 32));
+    let mut stored_at = vec![0; m];
+    for (r, &i) in by_hash.iter().enumerate() {
+        stored_at[i] = r;
+    }
+    let mut e = Vec::new();
+    for (i, &r) in stored_at.iter().enumerate() {
+        if r == 3 {
+            continue;
+        }
+        if (100..140).contains(&i) {
+            continue;
+        }
+        for c in i.saturating_sub(2)..(i + 3).min(n) {
+            e.push((r, c, ((i + 3 * c) % 17) as f64 / 5.0 - 1.6));
+        }
+    }
+    e.extend((0..n).map(|c| (3, c, (c % 13) as f64 / 4.0 - 1.5)));
+    e.sort_by_key(|x| (x.0, x.1));
+    let a = coo(m, n, &e);
+    for k in [32, 128] {
+        let inputs = BTreeMap::from([
+            ("A".to_string(), Input::Coo(a.clone())),
+            ("B".to_string(), dense(vec![n, k], 7)),
+        ]);
+        // A host with 64 KiB of L2: a window of 256 (k = 32) or 64 gathers of B's rows.
+        let stats = DataStats {
+            l2_bytes: 64 << 10,
+            ..DataStats::of(&inputs)
+        }
+        .with_spmm_panels(&a);
+        assert!(spmm_by_rcm(&stats), "{stats:?}");
+        assert!(stats.far_rows_permille >= 900, "{stats:?}");
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert!(decomposes_into(&s, "rcm"), "{:?}", s.trace);
+        let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+        let want = want.outputs["C"].values().to_f64_vec();
+        let streamed = lacuna::schedule::ScheduleFile {
+            version: 1,
+            kernel: "spmm".into(),
+            trace: spmm_rcm_trace(k, 32, true, true, true, true),
+        };
+        // The format alone, rows in parallel: the init and the sums of a row, lowered apart,
+        // both index `C` by the row's id.
+        let plain = lacuna::schedule::ScheduleFile {
+            version: 1,
+            kernel: "spmm".into(),
+            trace: vec![
+                Instruction::DecomposeFormat {
+                    buffer: "A".into(),
+                    into: "rcm".into(),
+                },
+                Instruction::Parallel {
+                    r#loop: "spmm_p0:i.p0".into(),
+                },
+            ],
+        };
+        for (what, schedule) in [("built-in", &s), ("streamed", &streamed), ("plain", &plain)] {
+            let mut first = None;
+            for threads in 1..=4 {
+                let pool = lacuna::target::pool_builder(threads).build().expect("pool");
+                let got = pool.install(|| {
+                    run_kernel_scheduled(
+                        &p,
+                        Some(schedule),
+                        &inputs,
+                        &BTreeMap::new(),
+                        Target::Jit,
+                        1,
+                    )
+                    .expect("runs")
+                });
+                let got = got.outputs["C"].values().to_f64_vec();
+                assert_close(&got, &want, &format!("{what}, k = {k}, {threads} threads"));
+                match &first {
+                    None => first = Some(got),
+                    Some(f) => assert_eq!(&got, f, "{what}, k = {k}, {threads} threads vs 1"),
+                }
             }
         }
     }

@@ -536,6 +536,7 @@ fn spmm_template_tries_streamed_rows() {
         let opts = TemplateOptions {
             formats: 1,
             stream_rows,
+            row_orders: true,
             ..TemplateOptions::default()
         };
         KernelTemplate::new(&p, &b.params, stats.as_ref(), &opts)
@@ -547,14 +548,24 @@ fn spmm_template_tries_streamed_rows() {
     let t = template(Some(122_624));
     assert!(has_stores(&t));
     let space = t.space();
-    let (mut streamed, mut refused) = (0, 0);
+    assert!(
+        space
+            .decisions
+            .iter()
+            .any(|d| d.name == "format" && d.choices.iter().any(|o| o == "rcm")),
+        "the rows in reverse Cuthill–McKee order are a format option"
+    );
+    let (mut streamed, mut refused, mut reordered) = (0, 0, 0);
     for i in 0..space.size() {
         let point = space.point(i);
         let labels = space.labels(&point);
         if labels["stores"] != "streamed" || labels["inner"] != "vectorize" {
             continue;
         }
-        let csr = labels.get("format").is_none_or(|f| f == "csr");
+        // A row per matrix row: the stored CSR, or its rows reordered.
+        let csr = labels
+            .get("format")
+            .is_none_or(|f| f == "csr" || f == "rcm");
         match t.trace(&point) {
             Ok(trace) => {
                 assert!(csr && labels["tile"].ends_with("-hoisted"), "{labels:?}");
@@ -568,6 +579,7 @@ fn spmm_template_tries_streamed_rows() {
                 let what = format!("{labels:?}");
                 assert_point_computes(&p, "spmm", trace, &inputs, &params, "C", &want, &what);
                 streamed += 1;
+                reordered += usize::from(labels.get("format").is_some_and(|f| f == "rcm"));
             }
             Err(e) => {
                 assert!(
@@ -579,8 +591,8 @@ fn spmm_template_tries_streamed_rows() {
         }
     }
     assert!(
-        streamed >= 2 && refused >= 2,
-        "{streamed} streamed, {refused} refused"
+        streamed >= 2 && refused >= 2 && reordered >= 1,
+        "{streamed} streamed ({reordered} in rcm order), {refused} refused"
     );
 }
 

@@ -89,7 +89,8 @@ pub fn bind_error(e: &lacuna_stage1::BindError) -> PyErr {
         | B::TooLarge { .. }
         | B::ClosedForm { .. }
         | B::Converted { .. }
-        | B::NotCoordinate { .. } => BindError::new_err(msg),
+        | B::NotCoordinate { .. }
+        | B::NotPermutation { .. } => BindError::new_err(msg),
     }
 }
 

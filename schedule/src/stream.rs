@@ -10,6 +10,18 @@ use crate::Instruction;
 /// that the cache's vectors stay in registers, and store the row once with streaming stores
 /// (`annotate(row, nontemporal)`).
 pub fn streamed_rows_trace(block: &str, output: &str, row: &str, tiles: &str) -> Vec<Instruction> {
+    let mut trace = cached_rows_trace(block, output, row, tiles);
+    trace.push(Instruction::Annotate {
+        r#loop: row.into(),
+        key: "nontemporal".into(),
+        value: 1,
+    });
+    trace
+}
+
+/// [`streamed_rows_trace`] without the streaming stores: each row of `output` summed in
+/// registers (its init folded into the cache) and stored once, plainly.
+pub fn cached_rows_trace(block: &str, output: &str, row: &str, tiles: &str) -> Vec<Instruction> {
     vec![
         Instruction::ReverseCacheWrite {
             block: block.into(),
@@ -19,11 +31,6 @@ pub fn streamed_rows_trace(block: &str, output: &str, row: &str, tiles: &str) ->
         },
         Instruction::Unroll {
             r#loop: tiles.into(),
-        },
-        Instruction::Annotate {
-            r#loop: row.into(),
-            key: "nontemporal".into(),
-            value: 1,
         },
     ]
 }

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use lacuna_schedule::decompose::{
-    best, enumerate, estimate, materialize, rules, saturate, saturate_csr, to_coo, Candidates,
-    CostWeights, CsrMatrix, Decomposition, Layout, MatrixStats, PanelsStorage, Part, RunnerLimits,
-    StopReason, Storage,
+    best, enumerate, estimate, materialize, rcm_rows, reuse, rules, saturate, saturate_csr, to_coo,
+    Candidates, CostWeights, CsrMatrix, Decomposition, Layout, MatrixStats, PanelsStorage, Part,
+    RunnerLimits, StopReason, Storage,
 };
 use proptest::prelude::*;
 
@@ -107,6 +107,26 @@ proptest! {
                     check_panels(s, m.n_cols);
                 }
             }
+        }
+    }
+
+    /// `rcm` reproduces the matrix as one part holding every row exactly once (empty rows
+    /// included, last), each with its entries in column order, written once (no accumulation).
+    #[test]
+    fn rcm_stores_every_row_once(m in matrix()) {
+        let parts = check_reproduces(&m, &"rcm".parse().unwrap());
+        prop_assert_eq!(parts.len(), 1);
+        prop_assert!(!parts[0].accumulate);
+        let Storage::Rows(s) = &parts[0].storage else { panic!("rows storage") };
+        let mut rows = s.rows.clone();
+        rows.sort_unstable();
+        prop_assert_eq!(rows, (0..m.n_rows).collect::<Vec<_>>());
+        prop_assert_eq!(s.indptr.len(), m.n_rows + 1);
+        let len = |r: usize| m.indptr[r + 1] - m.indptr[r];
+        let first_empty = s.rows.iter().position(|&r| len(r) == 0).unwrap_or(m.n_rows);
+        prop_assert!(s.rows[first_empty..].iter().all(|&r| len(r) == 0));
+        for (k, &r) in s.rows.iter().enumerate() {
+            prop_assert_eq!(&s.indices[s.indptr[k]..s.indptr[k + 1]], &m.indices[m.indptr[r]..m.indptr[r + 1]]);
         }
     }
 
@@ -542,4 +562,36 @@ fn decompositions_round_trip_through_ron() {
     assert!(ron::from_str::<Decomposition>("\"(ell 4)\"").is_err());
     assert_eq!(d.layout().size(), 16);
     assert!(matches!(d.layout(), Layout::Sum(..)));
+}
+
+/// A band of width 3 whose rows are stored shuffled: the reverse Cuthill–McKee order runs the
+/// band's rows in order again (each next to a row sharing columns), so a cache of a few rows
+/// of the dense operand serves most gathers, which the stored order's do not find.
+#[test]
+fn rcm_restores_the_order_of_a_shuffled_band() {
+    let n: usize = 400;
+    // Row i of the band, stored at row (i * 7) % n (7 is prime to 400).
+    let mut triples = Vec::new();
+    for i in 0..n {
+        for c in i.saturating_sub(1)..(i + 2).min(n) {
+            triples.push(((i * 7) % n, c, 1.0));
+        }
+    }
+    let m = CsrMatrix::from_triples(n, n, &triples).unwrap();
+    let order = rcm_rows(m.n_rows, m.n_cols, &m.indptr, &m.indices);
+    let stored: Vec<usize> = (0..n).collect();
+    let window = 8;
+    let before = reuse(n, &m.indptr, &m.indices, &stored, window);
+    let after = reuse(n, &m.indptr, &m.indices, &order, window);
+    assert!(before < 0.05, "{before}");
+    assert!(after > 0.6, "{after}");
+    // Consecutive rows of the order are band rows at most 2 apart.
+    let band = |r: usize| (r * 343) % n; // 7 * 343 = 2401 = 1 (mod 400)
+    assert!(
+        order
+            .windows(2)
+            .all(|w| band(w[0]).abs_diff(band(w[1])) <= 2),
+        "{:?}",
+        &order[..20]
+    );
 }

@@ -136,6 +136,26 @@ fn terms_that_may_leave_entries_unstored_are_rejected() {
     ));
 }
 
+/// `rcm` stores every row once (its row ids a permutation), which holds only for the whole
+/// matrix: inside a sum, a bucket or a column part it is an error naming it.
+#[test]
+fn rcm_is_only_the_whole_decomposition() {
+    assert!(parse("rcm").is_ok());
+    for text in [
+        "(+ (bucket 1 3 (ell 2)) rcm)",
+        "(+ rcm csr)",
+        "(bucket 0 5 rcm)",
+        "(+ (colpart 2 0 rcm) (colpart 2 1 csr))",
+    ] {
+        match parse(text) {
+            Err(e @ DecomposeError::NotAtRoot { op: "rcm" }) => {
+                assert!(e.to_string().contains("only valid as the whole"), "{e}")
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn malformed_matrices_are_rejected() {
     let new = |n_rows, n_cols, indptr: &[usize], indices: &[usize], n_values| {
@@ -283,6 +303,7 @@ fn leaf() -> impl Strategy<Value = Layout> {
         // As many diagonals as any generated matrix has (or an out-of-range count).
         (prop_oneof![9 => Just(64u32), 1 => Just(0)], param(10))
             .prop_map(|(diagonals, lanes)| Layout::Dia { diagonals, lanes }),
+        Just(Layout::Rcm),
     ]
 }
 
@@ -340,7 +361,7 @@ proptest! {
                 prop_assert!(cost.bytes >= 0.0 && cost.work >= 0.0 && cost.padding.is_finite(), "{:?}", cost);
                 prop_assert_eq!(d.to_string().parse::<Decomposition>().unwrap(), d);
             }
-            Err(e) => prop_assert!(matches!(e, DecomposeError::NotTotal | DecomposeError::BadParameter { .. }), "{e}"),
+            Err(e) => prop_assert!(matches!(e, DecomposeError::NotTotal | DecomposeError::BadParameter { .. } | DecomposeError::NotAtRoot { .. }), "{e}"),
         }
     }
 

@@ -315,6 +315,19 @@ pub enum BindError {
         /// The axis's coordinate extent.
         extent: i64,
     },
+    /// A buffer declared a permutation of an axis's coordinates holds one twice, or not
+    /// every one.
+    #[error("buffer `{buffer}`: not a permutation of the coordinates of axis `{axis}` (0..{extent}): {reason}")]
+    NotPermutation {
+        /// The buffer.
+        buffer: String,
+        /// The axis it permutes.
+        axis: String,
+        /// The axis's coordinate extent.
+        extent: i64,
+        /// What is wrong, with the position.
+        reason: String,
+    },
     /// A size parameter was given a negative value.
     #[error("parameter `{param}` = {value} must not be negative")]
     NegativeParam {
@@ -1010,6 +1023,28 @@ fn validate_coordinates(p: &Program, bindings: &dyn Structure) -> Result<(), Bin
                 value,
                 extent,
             });
+        }
+        if buf.permutation {
+            // Every value is in `0..extent` (checked above): each once, and as many as the
+            // extent.
+            let not = |reason: String| BindError::NotPermutation {
+                buffer: buf.name.clone(),
+                axis: axis.clone(),
+                extent,
+                reason,
+            };
+            if i64::try_from(values.len()).ok() != Some(extent) {
+                return Err(not(format!("{} values", values.len())));
+            }
+            let mut seen = vec![false; values.len()];
+            for position in 0..values.len() {
+                let v = values.get(position).map_or(0, Scalar::as_i64);
+                let slot = usize::try_from(v).ok().and_then(|v| seen.get_mut(v));
+                match slot {
+                    Some(s) if !*s => *s = true,
+                    _ => return Err(not(format!("{v} again at position {position}"))),
+                }
+            }
         }
     }
     Ok(())

@@ -304,6 +304,11 @@ pub struct Buffer {
     /// of the same extent indexed by such a value then needs no range check in the kernel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordinates_of: Option<String>,
+    /// With `coordinates_of`, on a buffer of one axis: it holds every coordinate of that axis
+    /// exactly once (a permutation), checked when data is bound. A format's row ids declared
+    /// so let a kernel set each row of its result instead of adding into a zeroed one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub permutation: bool,
 }
 
 /// Whether an iteration axis is spatial or a reduction.

@@ -192,6 +192,9 @@ fn buffer_line(b: &Buffer) -> String {
     if let Some(axis) = &b.coordinates_of {
         let _ = write!(s, " coords({axis})");
     }
+    if b.permutation {
+        s.push_str(" permutation");
+    }
     s
 }
 

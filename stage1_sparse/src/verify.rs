@@ -608,6 +608,15 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
             if b.role != Role::Input {
                 return bad("only inputs are checked when bound (the kernel writes the others)");
             }
+            if b.permutation && b.axes.len() != 1 {
+                return bad("a permutation is a buffer of one axis");
+            }
+        } else if b.permutation {
+            return Err(VerifyError::CoordinatesOf {
+                buffer: b.name.clone(),
+                axis: String::new(),
+                reason: "a permutation must declare coordinates_of the axis it permutes".into(),
+            });
         }
         for (d, ax) in b.axes.iter().enumerate() {
             let axis = p.axis(ax).ok_or_else(|| VerifyError::UnknownAxis {

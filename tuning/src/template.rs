@@ -65,6 +65,10 @@ pub struct TemplateOptions {
     /// nowhere. `lacuna tune` passes the built-in SpMM schedule's threshold
     /// (`lacuna::driver::SPMM_STREAM_MIN_BYTES`) on hosts with streaming stores.
     pub stream_rows: Option<usize>,
+    /// Whether kernels with a feature loop also try `rcm` (the sparse input's rows in reverse
+    /// Cuthill–McKee order, so that rows gathering the same rows of the dense operand run
+    /// together; `lacuna tune` tries it, as the built-in SpMM schedule may choose it).
+    pub row_orders: bool,
 }
 
 /// The formats whose rows run as vector lanes ([`lacuna_schedule::lanes`], also the built-in
@@ -85,6 +89,7 @@ impl Default for TemplateOptions {
             row_panel_bytes: 0,
             scalar_gathers: false,
             stream_rows: None,
+            row_orders: false,
         }
     }
 }
@@ -99,7 +104,8 @@ impl Default for TemplateOptions {
 ///   also [`LANES_FORMATS`] (sliced ELL, DIA), scheduled as the built-in SpMV schedule does:
 ///   a group's sums in a local cache, its rows as vector lanes; and column panels of the
 ///   widths in [`TemplateOptions::panels`]; kernels with a feature loop, column panels of
-///   [`TemplateOptions::row_panel_bytes`];
+///   [`TemplateOptions::row_panel_bytes`] and, where [`TemplateOptions::row_orders`], `rcm`
+///   (every row once, in reverse Cuthill–McKee order);
 /// - `tile`: the dense innermost (feature) loop split by a divisor of its extent (the extent
 ///   specialized, so the split is exact), or not; `T-hoisted` also moves the outer part of the
 ///   split out of the sparse loop (the row's entries are then read once per tile of features,
@@ -116,7 +122,7 @@ impl Default for TemplateOptions {
 ///   the kernel stores it (`plain`), or each row accumulated in a local cache that replaces
 ///   its init (`reverse_cache_write` at the row, the hoisted tiles unrolled so the cache stays
 ///   in registers) and stored once with streaming stores (`streamed`: the `nontemporal`
-///   annotation; the stored CSR and hoisted tiles only);
+///   annotation; the stored CSR or `rcm`, and hoisted tiles only);
 /// - `parallel`: the outermost loop of every compute iteration serial, or parallel where that
 ///   is legal (the runtime balances a row loop by stored entries; parts whose rows repeat, as
 ///   split rows do, stay serial).
@@ -249,6 +255,11 @@ impl KernelTemplate {
                 }
             }
         }
+        if let (true, Some(_), Some(buf)) = (opts.row_orders, &feature, &buffer) {
+            if !formats.iter().flatten().any(|t| t == "rcm") && decomposes(p, buf, "rcm") {
+                formats.push(Some("rcm".to_string()));
+            }
+        }
         if formats.len() > 1 {
             space.push(
                 "format",
@@ -333,7 +344,8 @@ impl KernelTemplate {
         let apply = |s: &mut Schedule, inst: Instruction| s.apply(inst).map_err(|e| e.to_string());
         let mut lanes_format = false;
         let mut panels_format = false;
-        let mut decomposed = false;
+        // `rcm` keeps one stored row per matrix row: its rows may be streamed as the CSR's.
+        let mut whole_rows = true;
         if let Some(i) = sp.decisions.iter().position(|d| d.name == "format") {
             if let (Some(term), Some(buf)) = (&self.formats[p[i]], &self.buffer) {
                 apply(
@@ -345,7 +357,7 @@ impl KernelTemplate {
                 )?;
                 lanes_format = LANES_FORMATS.contains(&term.as_str());
                 panels_format = term.starts_with("(panels");
-                decomposed = true;
+                whole_rows = term == "rcm";
             }
         }
         if let (true, Some((it, row, out))) = (lanes_format, &self.lanes) {
@@ -429,9 +441,9 @@ impl KernelTemplate {
                 return Err("no feature loop inside a sparse loop to hoist".into());
             }
             if let (Some(out), "streamed") = (&self.output, label("stores").as_str()) {
-                if !hoist || decomposed {
+                if !hoist || !whole_rows {
                     return Err(
-                        "`stores: streamed` keeps a row of the stored CSR in registers: `tile` must be hoisted and `format` csr"
+                        "`stores: streamed` keeps a row of the stored CSR in registers: `tile` must be hoisted and `format` csr or rcm"
                             .into(),
                     );
                 }

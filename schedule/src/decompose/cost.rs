@@ -98,6 +98,7 @@ pub(crate) enum Op {
     Sell(u32, u32),
     Dia(u32, u32),
     Panels(u32),
+    Rcm,
     Bucket(u32, u32),
     ColPart(u32, u32),
     Sum,
@@ -115,6 +116,7 @@ impl Op {
             Layout::Sell { lanes, sigma } => (Op::Sell(*lanes, *sigma), vec![]),
             Layout::Dia { diagonals, lanes } => (Op::Dia(*diagonals, *lanes), vec![]),
             Layout::Panels { width } => (Op::Panels(*width), vec![]),
+            Layout::Rcm => (Op::Rcm, vec![]),
             Layout::Bucket { lo, hi, inner } => (Op::Bucket(*lo, *hi), vec![&**inner]),
             Layout::ColPart { parts, part, inner } => (Op::ColPart(*parts, *part), vec![&**inner]),
             Layout::Sum(a, b) => (Op::Sum, vec![&**a, &**b]),
@@ -171,6 +173,7 @@ pub(crate) fn eval_op(
         }
         Op::Csr
         | Op::Remainder
+        | Op::Rcm
         | Op::Dia(..)
         | Op::Ell(_)
         | Op::Bsr(_)
@@ -213,8 +216,12 @@ fn leaf(op: Op, region: &Region, stats: &MatrixStats) -> (Cost, Region) {
     let empty = region.with_hist(Histogram::new());
     let entry = INDEX_BYTES + VALUE_BYTES;
     match op {
-        Op::Csr | Op::Remainder => {
-            let bytes = INDEX_BYTES * (n_rows + 1.0) + entry * nnz;
+        // `rcm` is CSR with a row id per row: its gain, the dense operand's rows staying in
+        // cache, is not in this model (the built-in schedules decide it from a simulation of
+        // that cache, `lacuna::driver::spmm_rcm_gain`).
+        Op::Csr | Op::Remainder | Op::Rcm => {
+            let ids = if op == Op::Rcm { n_rows } else { 0.0 };
+            let bytes = INDEX_BYTES * (n_rows + 1.0 + ids) + entry * nnz;
             let work = lock_step(&region.hist, n_rows) + ROW_BOUNDS * n_rows;
             (
                 Cost {

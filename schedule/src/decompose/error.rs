@@ -40,6 +40,12 @@ pub enum DecomposeError {
         /// The admissible range, in words.
         expected: &'static str,
     },
+    /// A format valid only as the whole decomposition appears inside another.
+    #[error("`{op}` is only valid as the whole decomposition, not inside another format")]
+    NotAtRoot {
+        /// The format.
+        op: &'static str,
+    },
     /// The decomposition may leave some entries unstored: its last summand must store
     /// everything that is left (`csr`, `remainder`, `padded`, `split_rows`, or a full set of
     /// column parts).

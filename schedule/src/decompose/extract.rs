@@ -127,6 +127,7 @@ pub(crate) fn op_of(egraph: &EGraph<Format, ()>, node: &Format) -> Option<(Op, V
         Format::Sell([c, s]) => (Op::Sell(num(*c)?, num(*s)?), vec![]),
         Format::Dia([d, c]) => (Op::Dia(num(*d)?, num(*c)?), vec![]),
         Format::Panels(w) => (Op::Panels(num(*w)?), vec![]),
+        Format::Rcm => (Op::Rcm, vec![]),
         Format::Bucket([lo, hi, f]) => (Op::Bucket(num(*lo)?, num(*hi)?), vec![*f]),
         Format::ColPart([k, p, f]) => (Op::ColPart(num(*k)?, num(*p)?), vec![*f]),
         Format::Sum([a, b]) => (Op::Sum, vec![*a, *b]),
@@ -147,6 +148,7 @@ pub(crate) fn build(op: Op, kids: Vec<Layout>) -> Option<Layout> {
         Op::Sell(lanes, sigma) => Layout::Sell { lanes, sigma },
         Op::Dia(diagonals, lanes) => Layout::Dia { diagonals, lanes },
         Op::Panels(width) => Layout::Panels { width },
+        Op::Rcm => Layout::Rcm,
         Op::Bucket(lo, hi) => Layout::Bucket {
             lo,
             hi,

@@ -43,6 +43,9 @@ mod def {
         /// `(panels w)`: every entry, in column panels of `w` columns: panel by panel, each
         /// panel's non-empty rows (with their row ids) as CSR of their entries in the panel, so
         /// that a pass over one panel gathers from `w` columns only.
+        /// `rcm`: every entry, as CSR over every row of the matrix (empty ones included) with
+        /// row ids, the rows in reverse Cuthill–McKee order of the row–column graph, so that
+        /// rows sharing columns run one after another; only as the whole decomposition.
         /// `(bucket lo hi f)`: `f` on the rows whose length (in the context) is in `[lo, hi)`.
         /// `(colpart k p f)`: `f` on the entries whose column lies in part `p` of `k`.
         /// `(+ a b)`: `a`, then `b` on what `a` left.
@@ -56,6 +59,7 @@ mod def {
             "sell" = Sell([Id; 2]),
             "dia" = Dia([Id; 2]),
             "panels" = Panels(Id),
+            "rcm" = Rcm,
             "bucket" = Bucket([Id; 3]),
             "colpart" = ColPart([Id; 3]),
             "+" = Sum([Id; 2]),
@@ -125,6 +129,14 @@ pub enum Layout {
         /// Columns per panel.
         width: u32,
     },
+    /// Every entry, as CSR over every row of the matrix, empty rows included, each with its
+    /// row id, the rows in reverse Cuthill–McKee order of the graph joining each row to its
+    /// columns: rows that share columns (and so gather the same rows of a dense operand) run
+    /// one after another, which keeps those rows in cache on matrices whose stored order
+    /// scatters them. Each row is stored exactly once (the row ids are a permutation of the
+    /// rows), so a kernel may set each row of its result instead of adding to it. Only valid as
+    /// the whole decomposition.
+    Rcm,
     /// `inner` on the rows whose length in the context lies in `[lo, hi)`.
     Bucket {
         /// Smallest row length (inclusive).
@@ -153,6 +165,7 @@ impl Layout {
         match self {
             Layout::Csr => expr.add(Format::Csr),
             Layout::Remainder => expr.add(Format::Remainder),
+            Layout::Rcm => expr.add(Format::Rcm),
             Layout::Ell { width } => num_node(expr, *width, Format::Ell),
             Layout::Bsr { block } => num_node(expr, *block, Format::Bsr),
             Layout::Padded { tile } => num_node(expr, *tile, Format::Padded),
@@ -197,10 +210,20 @@ impl Layout {
         read(expr, id, 0)
     }
 
+    /// Whether `rcm` occurs in this layout.
+    fn contains_rcm(&self) -> bool {
+        match self {
+            Layout::Rcm => true,
+            Layout::Bucket { inner, .. } | Layout::ColPart { inner, .. } => inner.contains_rcm(),
+            Layout::Sum(a, b) => a.contains_rcm() || b.contains_rcm(),
+            _ => false,
+        }
+    }
+
     /// The number of e-nodes this layout takes, parameters included.
     pub fn size(&self) -> usize {
         match self {
-            Layout::Csr | Layout::Remainder => 1,
+            Layout::Csr | Layout::Remainder | Layout::Rcm => 1,
             Layout::Ell { .. } | Layout::Bsr { .. } | Layout::Padded { .. } => 2,
             Layout::SplitRows { .. } | Layout::Panels { .. } => 2,
             Layout::Sell { .. } | Layout::Dia { .. } => 3,
@@ -231,6 +254,7 @@ fn read(expr: &RecExpr<Format>, id: Id, depth: usize) -> Result<Layout, Decompos
     Ok(match &expr[id] {
         Format::Csr => Layout::Csr,
         Format::Remainder => Layout::Remainder,
+        Format::Rcm => Layout::Rcm,
         Format::Ell(w) => Layout::Ell { width: num(*w)? },
         Format::Bsr(b) => Layout::Bsr { block: num(*b)? },
         Format::Padded(t) => Layout::Padded { tile: num(*t)? },
@@ -278,6 +302,9 @@ impl Decomposition {
     /// Checks parameters, nesting depth and totality (the last summand stores what is left).
     pub fn new(layout: Layout) -> Result<Decomposition, DecomposeError> {
         check(&layout, 0)?;
+        if !matches!(layout, Layout::Rcm) && layout.contains_rcm() {
+            return Err(DecomposeError::NotAtRoot { op: "rcm" });
+        }
         if cover(&layout) != Cover::All {
             return Err(DecomposeError::NotTotal);
         }
@@ -367,7 +394,7 @@ fn check(layout: &Layout, depth: usize) -> Result<(), DecomposeError> {
         return Err(DecomposeError::TooDeep { limit: MAX_DEPTH });
     }
     match layout {
-        Layout::Csr | Layout::Remainder => Ok(()),
+        Layout::Csr | Layout::Remainder | Layout::Rcm => Ok(()),
         Layout::Ell { width: 0 } => Err(bad("ell", "width", 0, "at least 1")),
         Layout::Bsr { block: 0 } => Err(bad("bsr", "block", 0, "at least 1")),
         Layout::Padded { tile: 0 } => Err(bad("padded", "tile", 0, "at least 1")),
@@ -422,6 +449,7 @@ fn cover(layout: &Layout) -> Cover {
     match layout {
         Layout::Csr
         | Layout::Remainder
+        | Layout::Rcm
         | Layout::Padded { .. }
         | Layout::SplitRows { .. }
         | Layout::Panels { .. }

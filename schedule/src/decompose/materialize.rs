@@ -10,8 +10,8 @@ use super::error::DecomposeError;
 use super::lang::{Decomposition, Layout};
 use super::matrix::CsrMatrix;
 use super::parts::{
-    BsrStorage, DiaStorage, EllStorage, Filter, PaddedStorage, PanelsStorage, Part, SellStorage,
-    Storage,
+    BsrStorage, DiaStorage, EllStorage, Filter, PaddedStorage, PanelsStorage, Part, RowsStorage,
+    SellStorage, Storage,
 };
 use super::stats::part_width;
 
@@ -242,6 +242,11 @@ fn walk(
             let rows = || context.iter().map(|(r, p)| (*r, p.iter()));
             let (s, sources) = panels(csr, copy, rows, *width as usize)?;
             push((Storage::Panels(s), sources));
+            Ok(Vec::new())
+        }
+        Layout::Rcm => {
+            let (s, sources) = rcm(csr, copy, &context)?;
+            push((Storage::Rows(s), sources));
             Ok(Vec::new())
         }
         Layout::Dia { diagonals, lanes } => {
@@ -563,6 +568,53 @@ where
     }
     // Panel rows follow each other, panel after panel: each ends where the next starts.
     storage.indptr[n_rows] = nnz;
+    Ok((storage, sources))
+}
+
+/// The context's entries as CSR over every matrix row with row ids, rows in reverse
+/// Cuthill–McKee order of the matrix (see [`Layout::Rcm`]; only the whole decomposition, so
+/// the context is the whole matrix; a row outside it is stored empty).
+fn rcm(
+    csr: &CsrMatrix,
+    copy: bool,
+    context: &Context,
+) -> Result<(RowsStorage, Vec<i64>), DecomposeError> {
+    let nnz: usize = context.iter().map(|(_, p)| p.len()).sum();
+    if nnz > MAX_PART_SLOTS || csr.n_rows > MAX_PART_SLOTS {
+        return Err(too_large("rcm", nnz.max(csr.n_rows)));
+    }
+    let mut at = vec![usize::MAX; csr.n_rows];
+    for (k, (row, _)) in context.iter().enumerate() {
+        if let Some(slot) = at.get_mut(*row) {
+            *slot = k;
+        }
+    }
+    let rows = super::order::rcm_rows(csr.n_rows, csr.n_cols, &csr.indptr, &csr.indices);
+    let mut storage = RowsStorage {
+        indptr: Vec::with_capacity(rows.len() + 1),
+        indices: Vec::with_capacity(nnz),
+        values: Vec::with_capacity(if copy { nnz } else { 0 }),
+        rows,
+    };
+    let mut sources = Vec::with_capacity(nnz);
+    storage.indptr.push(0);
+    for &row in &storage.rows {
+        if let Some((_, positions)) = at.get(row).and_then(|&k| context.get(k)) {
+            storage
+                .indices
+                .extend(positions.iter().map(|k| csr.indices[k]));
+            sources.extend(positions.iter().map(source));
+            if copy {
+                storage
+                    .values
+                    .extend(positions.iter().map(|k| csr.values[k]));
+            }
+        }
+        storage.indptr.push(storage.indices.len());
+    }
+    if !copy {
+        storage.values = vec![0.0; storage.indices.len()];
+    }
     Ok((storage, sources))
 }
 

@@ -14,6 +14,7 @@
 //! | `(split_rows w)` | every entry, each row cut into chunks of `w`, one ELL row per chunk | nothing |
 //! | `(padded t)` | every entry, as CSR with rows padded to a multiple of `t` | nothing |
 //! | `(bsr b)` | the entries inside full `b`×`b` blocks, explicit zeros masked | the last `n_rows % b` rows and `n_cols % b` columns |
+//! | `rcm` (whole decomposition only) | every entry, as CSR over every row with row ids, rows in reverse Cuthill–McKee order | nothing |
 //! | `(panels w)` | every entry, panel by panel (columns `[p·w, (p+1)·w)`), each panel's non-empty rows as CSR with row ids | nothing |
 //! | `(bucket lo hi f)` | what `f` stores of the rows whose length (in the context) is in `[lo, hi)` | the rest |
 //! | `(colpart k p f)` | what `f` stores of the entries in columns `[p·s, (p+1)·s)`, `s = ⌈n_cols/k⌉` | the rest |
@@ -48,6 +49,7 @@ mod extract;
 mod lang;
 mod materialize;
 mod matrix;
+mod order;
 mod parts;
 mod region;
 mod rules;
@@ -62,9 +64,10 @@ pub use lang::{
 };
 pub use materialize::{inspect, materialize, Inspection, MAX_PART_SLOTS};
 pub use matrix::CsrMatrix;
+pub use order::{rcm_rows, reuse};
 pub use parts::{
     to_coo, BsrStorage, DiaStorage, EllStorage, Filter, PaddedStorage, PanelsStorage, Part,
-    SellStorage, Storage,
+    RowsStorage, SellStorage, Storage,
 };
 pub use rules::{hyb, rules, Candidates, Rule, MAX_CANDIDATES, MAX_PARTS, MAX_WIDTH};
 pub use saturate::{best, enumerate, saturate, saturate_csr, RunnerLimits, Saturation, StopReason};

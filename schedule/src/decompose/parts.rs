@@ -178,6 +178,21 @@ impl PanelsStorage {
     }
 }
 
+/// CSR with row ids (`rcm`): stored row `r` is matrix row `rows[r]`, its entries at
+/// `indptr[r]..indptr[r + 1]` (columns increasing). `rows` is a permutation of the matrix's
+/// rows: every row once, empty ones included.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RowsStorage {
+    /// Matrix row of each stored row.
+    pub rows: Vec<usize>,
+    /// Entry positions per stored row, `rows.len() + 1` entries.
+    pub indptr: Vec<usize>,
+    /// Column of each entry.
+    pub indices: Vec<usize>,
+    /// Value of each entry.
+    pub values: Vec<f64>,
+}
+
 /// The arrays of one part.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Storage {
@@ -197,6 +212,38 @@ pub enum Storage {
     Dia(DiaStorage),
     /// `panels`.
     Panels(PanelsStorage),
+    /// `rcm`.
+    Rows(RowsStorage),
+}
+
+impl Storage {
+    /// The value slots, padding included, in storage order.
+    pub fn values(&self) -> &[f64] {
+        match self {
+            Storage::Csr(m) => &m.values,
+            Storage::Ell(e) | Storage::SplitRows(e) => &e.values,
+            Storage::Bsr(s) => &s.values,
+            Storage::Padded(s) => &s.values,
+            Storage::Sell(s) => &s.values,
+            Storage::Dia(s) => &s.values,
+            Storage::Panels(s) => &s.values,
+            Storage::Rows(s) => &s.values,
+        }
+    }
+
+    /// The value slots, mutable (see [`Storage::values`]).
+    pub fn values_mut(&mut self) -> &mut Vec<f64> {
+        match self {
+            Storage::Csr(m) => &mut m.values,
+            Storage::Ell(e) | Storage::SplitRows(e) => &mut e.values,
+            Storage::Bsr(s) => &mut s.values,
+            Storage::Padded(s) => &mut s.values,
+            Storage::Sell(s) => &mut s.values,
+            Storage::Dia(s) => &mut s.values,
+            Storage::Panels(s) => &mut s.values,
+            Storage::Rows(s) => &mut s.values,
+        }
+    }
 }
 
 /// One part of a materialized decomposition.
@@ -271,12 +318,24 @@ impl Part {
                     }
                 }
             }
-            Storage::Panels(p) => {
-                for (r, w) in p.indptr.windows(2).enumerate() {
-                    let Some(row) = p.rows.get(r) else { continue };
+            Storage::Panels(PanelsStorage {
+                rows,
+                indptr,
+                indices,
+                values,
+                ..
+            })
+            | Storage::Rows(RowsStorage {
+                rows,
+                indptr,
+                indices,
+                values,
+            }) => {
+                for (r, w) in indptr.windows(2).enumerate() {
+                    let Some(row) = rows.get(r) else { continue };
                     let range = w[0]..w[1].max(w[0]);
-                    let cols = p.indices.get(range.clone()).unwrap_or_default();
-                    let vals = p.values.get(range).unwrap_or_default();
+                    let cols = indices.get(range.clone()).unwrap_or_default();
+                    let vals = values.get(range).unwrap_or_default();
                     out.extend(cols.iter().zip(vals).map(|(c, v)| (*row, *c, *v)));
                 }
             }
@@ -336,6 +395,7 @@ impl Part {
                 .collect(),
             Storage::Ell(e) | Storage::SplitRows(e) => e.rows.clone(),
             Storage::Panels(p) => p.rows.clone(),
+            Storage::Rows(p) => p.rows.clone(),
             // A lane beyond the part's rows repeats its group's first row, adding zero.
             Storage::Sell(s) => {
                 let mut rows = s.rows.clone();

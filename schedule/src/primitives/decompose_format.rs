@@ -54,6 +54,14 @@ pub enum PartKind {
         /// The index type of the sparse axes' arrays.
         index: IndexType,
     },
+    /// CSR with row ids (`rcm`): a dense axis of every matrix row in the stored order, its
+    /// row id (a buffer declared a permutation of the row axis's coordinates), its entries as
+    /// a sparse axis of columns indexing with `index`. Each row is stored once, so the
+    /// iteration's init runs in the part, row by row (as for `dia`).
+    Rows {
+        /// The index type of the entries' arrays.
+        index: IndexType,
+    },
 }
 
 /// A decomposition applied to a buffer: what the conversion must build at run time.
@@ -93,6 +101,7 @@ fn input_buffer(name: String, axes: Vec<String>, dtype: DType) -> Buffer {
         encoding: None,
         dims: vec![],
         coordinates_of: None,
+        permutation: false,
     }
 }
 
@@ -118,6 +127,7 @@ fn kinds_of(d: &Decomposition, cols: IndexType) -> Result<Vec<PartKind>, Conditi
             }),
             Storage::Dia(s) => Ok(PartKind::Dia { lanes: s.lanes }),
             Storage::Panels(_) => Ok(PartKind::Panels { index: cols }),
+            Storage::Rows(_) => Ok(PartKind::Rows { index: cols }),
         })
         .collect()
 }
@@ -351,6 +361,34 @@ pub fn decompose_format(
                 );
                 (vec![panel, r, s], vec![vals])
             }
+            PartKind::Rows { index } => {
+                p.params.extend([format!("{pn}.rows"), format!("{pn}.nnz")]);
+                let r = i64_axis(
+                    format!("{pn}.r"),
+                    AxisKind::DenseFixed {
+                        n: Size::Param(format!("{pn}.rows")),
+                    },
+                    true,
+                );
+                let s = index_axis(
+                    format!("{pn}.s"),
+                    AxisKind::SparseVariable {
+                        parent: r.name.clone(),
+                        n: n.clone(),
+                        nnz: Size::Param(format!("{pn}.nnz")),
+                        loose: false,
+                    },
+                    *index,
+                    true,
+                );
+                let row = Buffer {
+                    permutation: true,
+                    ..coordinates_buffer(format!("{pn}.row"), vec![r.name.clone()], DType::I64, &ai)
+                };
+                let vals =
+                    input_buffer(pn.clone(), vec![r.name.clone(), s.name.clone()], DType::F64);
+                (vec![r, s], vec![row, vals])
+            }
             PartKind::Dia { lanes } => {
                 p.params
                     .extend([format!("{pn}.blocks"), format!("{pn}.diagonals")]);
@@ -452,14 +490,17 @@ fn rewrite(
         let (vi, vj) = (it.vars[pi].clone(), it.vars[pj].clone());
         let kinds_s: Vec<char> = it.kinds.chars().collect();
         // Init runs once, before every part, over the spatial axes (all dense); or, when the
-        // first part is DIA (which holds every row once, in blocks), inside that part's loop:
+        // first part is DIA (which holds every row once, in blocks) or `rcm`'s rows (every row
+        // once, its row ids checked to be a permutation when bound), inside that part's loop:
         // each row is set just before its sums are added to it (`reverse_cache_write` then
         // stores the sums instead), not in a pass of its own over the result.
-        let init_in_first = matches!(kinds.first(), Some(PartKind::Dia { .. }))
-            && it
-                .init
-                .iter()
-                .all(|st| matches!(st, Stmt::Store(x) if !reads(&x.value, buffer)));
+        let init_in_first = matches!(
+            kinds.first(),
+            Some(PartKind::Dia { .. } | PartKind::Rows { .. })
+        ) && it
+            .init
+            .iter()
+            .all(|st| matches!(st, Stmt::Store(x) if !reads(&x.value, buffer)));
         if !it.init.is_empty() && !init_in_first {
             let spatial: Vec<usize> = (0..it.axes.len())
                 .filter(|&k| kinds_s.get(k) == Some(&'S'))
@@ -486,7 +527,7 @@ fn rewrite(
                 Expr,
                 Expr,
             ) = match kind {
-                PartKind::Ell => (
+                PartKind::Ell | PartKind::Rows { .. } => (
                     vec![format!("{pn}.r"), format!("{pn}.s")],
                     vec![var(&vi), var(&vj)],
                     vec![kinds_s[pi], kinds_s[pj]],
@@ -842,24 +883,7 @@ fn bind_parts(
                         index: IndexType::I32
                     })
                 );
-                // At the axes' index type: a value past i32 is an error, not a wrapped index.
-                let index = |v: &[usize], what: &'static str| {
-                    if !narrow {
-                        return Ok(i64s(v));
-                    }
-                    v.iter()
-                        .map(|&x| {
-                            i32::try_from(x).map_err(|_| {
-                                crate::decompose::DecomposeError::IndexTooWide {
-                                    op: "panels",
-                                    what,
-                                    value: x,
-                                }
-                            })
-                        })
-                        .collect::<Result<Vec<i32>, _>>()
-                        .map(ArrayData::I32)
-                };
+                let index = |v: &[usize], what| index_array(v, narrow, "panels", what);
                 b.axes.insert(
                     format!("{pn}.i"),
                     AxisData {
@@ -874,6 +898,26 @@ fn bind_parts(
                         indices: Some(index(&s.indices, "column")?),
                     },
                 );
+                b.buffers.insert(pn, ArrayData::F64(s.values));
+            }
+            Storage::Rows(s) => {
+                b.params.insert(format!("{pn}.rows"), s.rows.len() as i64);
+                b.params.insert(format!("{pn}.nnz"), s.indices.len() as i64);
+                let narrow = matches!(
+                    conv.parts.get(t),
+                    Some(PartKind::Rows {
+                        index: IndexType::I32
+                    })
+                );
+                let index = |v: &[usize], what| index_array(v, narrow, "rcm", what);
+                b.axes.insert(
+                    format!("{pn}.s"),
+                    AxisData {
+                        indptr: Some(index(&s.indptr, "position")?),
+                        indices: Some(index(&s.indices, "column")?),
+                    },
+                );
+                b.buffers.insert(format!("{pn}.row"), i64s(&s.rows));
                 b.buffers.insert(pn, ArrayData::F64(s.values));
             }
             Storage::Padded(s) => {
@@ -922,6 +966,30 @@ fn lane_axes(pn: &str, groups: &str, lanes: usize) -> (Axis, Axis) {
 
 fn i64_axis(name: String, kind: AxisKind, sorted: bool) -> Axis {
     index_axis(name, kind, IndexType::I64, sorted)
+}
+
+/// `v` as a structure array of a part's axis: 64-bit, or 32-bit where `narrow` (a value past
+/// `i32` is then an error naming format `op` and `what` the array holds, not a wrapped index).
+fn index_array(
+    v: &[usize],
+    narrow: bool,
+    op: &'static str,
+    what: &'static str,
+) -> Result<lacuna_ir::ArrayData, crate::decompose::DecomposeError> {
+    use lacuna_ir::ArrayData;
+    if !narrow {
+        return Ok(ArrayData::I64(v.iter().map(|&x| x as i64).collect()));
+    }
+    v.iter()
+        .map(|&x| {
+            i32::try_from(x).map_err(|_| crate::decompose::DecomposeError::IndexTooWide {
+                op,
+                what,
+                value: x,
+            })
+        })
+        .collect::<Result<Vec<i32>, _>>()
+        .map(ArrayData::I32)
 }
 
 /// An axis of a part with `idtype` structure arrays and no closed forms.
@@ -1071,7 +1139,8 @@ fn decompose_relations(
             | PartKind::Padded
             | PartKind::Sell { .. }
             | PartKind::Dia { .. }
-            | PartKind::Panels { .. } => {
+            | PartKind::Panels { .. }
+            | PartKind::Rows { .. } => {
                 return Err(Condition::BadArgument {
                     what: format!("per_relation: part {t} is {kind:?}; relation-level parts are ELL (ell, split_rows, in buckets) or a CSR remainder"),
                 })

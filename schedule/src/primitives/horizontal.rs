@@ -116,7 +116,7 @@ pub fn horizontal_fuse(mut body: Vec<Stmt>, names: &[String]) -> Result<Vec<Stmt
 /// write: the basis for running a fused dispatch loop in parallel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RowFacts {
-    /// Row-id arrays (`A.pK.row`) of ELL parts whose rows are distinct within the part and
+    /// Row-id arrays (`A.pK.row`) of ELL, sliced ELL and `rcm` parts whose rows are distinct within the part and
     /// written by no other part of the same decomposition, with that decomposed buffer.
     pub row_arrays: BTreeMap<String, String>,
     /// CSR parts (`A.pK`, iterated by the matrix row) whose non-empty rows no other part of the
@@ -143,7 +143,7 @@ impl RowFacts {
                 }
                 let part = part_name(&c.buffer, t);
                 match kind {
-                    PartKind::Ell | PartKind::Sell { .. } => {
+                    PartKind::Ell | PartKind::Sell { .. } | PartKind::Rows { .. } => {
                         facts
                             .row_arrays
                             .insert(format!("{part}.row"), c.buffer.clone());
@@ -177,7 +177,8 @@ fn flags(l: &Layout, out: &mut Vec<bool>) -> bool {
             }
             _ => false,
         },
-        Layout::Csr | Layout::Remainder | Layout::Sell { .. } => {
+        // `rcm`: every row once (its row ids are checked to be a permutation when bound).
+        Layout::Csr | Layout::Remainder | Layout::Sell { .. } | Layout::Rcm => {
             out.push(true);
             true
         }
@@ -274,7 +275,20 @@ fn check_part(
             .filter(|a| &a.0 == buffer)
             .map(|a| &a.1)
             .collect();
-        if !lists.windows(2).all(|w| w[0] == w[1]) {
+        // Several index lists are disjoint between iterations too when each starts at the row
+        // id `A.pK.row[v]` of one exclusive part (through its own `let`): each iteration then
+        // touches its own row only (e.g. `rcm`'s init and sums, lowered apart).
+        let same_row = || {
+            let rows: Option<Vec<&String>> = lists
+                .iter()
+                .map(|l| l.first().and_then(|e| row_id_at(e, v, stmts)))
+                .collect();
+            rows.is_some_and(|r| {
+                r.windows(2).all(|w| w[0] == w[1])
+                    && r.first().is_some_and(|b| facts.row_arrays.contains_key(*b))
+            })
+        };
+        if !lists.windows(2).all(|w| w[0] == w[1]) && !same_row() {
             return Err(carried(
                 buffer,
                 format!("part `{v}` accesses it at several index lists"),
@@ -366,6 +380,22 @@ fn row_of(e: &Expr, v: &str, stmts: &[Stmt], facts: &RowFacts) -> Option<String>
             [Expr::Var(g), _] if g == v => facts.row_arrays.get(buffer).cloned(),
             _ => None,
         },
+        _ => None,
+    }
+}
+
+/// The row-id array `R` when `e` is a variable bound by `let x = R[v]` (or by
+/// `select(c, R[v], -1)`, then guarded by `x >= 0`), at the part variable `v` itself.
+fn row_id_at<'a>(e: &Expr, v: &str, stmts: &'a [Stmt]) -> Option<&'a String> {
+    let Expr::Var(x) = e else { return None };
+    let load = match find_let(stmts, x)? {
+        Expr::Select(_, a, b) if matches!(**b, Expr::Int(-1, _)) => a.as_ref(),
+        other => other,
+    };
+    match load {
+        Expr::Load { buffer, indices } if matches!(indices.as_slice(), [Expr::Var(w)] if w == v) => {
+            Some(buffer)
+        }
         _ => None,
     }
 }

@@ -53,7 +53,7 @@ fn slots(pn: &str, kind: PartKind) -> Expr {
                 DType::I64,
             )),
         ),
-        PartKind::Csr | PartKind::Padded | PartKind::Panels { .. } => {
+        PartKind::Csr | PartKind::Padded | PartKind::Panels { .. } | PartKind::Rows { .. } => {
             Expr::Param(format!("{pn}.nnz"))
         }
         PartKind::Bsr(b) => Expr::Binary(
@@ -71,7 +71,9 @@ fn slots(pn: &str, kind: PartKind) -> Expr {
 fn slot_params(pn: &str, kind: PartKind) -> Vec<String> {
     let names: &[&str] = match kind {
         PartKind::Ell => &["rows", "w"],
-        PartKind::Csr | PartKind::Padded | PartKind::Panels { .. } => &["nnz"],
+        PartKind::Csr | PartKind::Padded | PartKind::Panels { .. } | PartKind::Rows { .. } => {
+            &["nnz"]
+        }
         PartKind::Bsr(_) => &["nnzb"],
         PartKind::Sell { .. } => &["steps"],
         PartKind::Dia { .. } => &["blocks", "diagonals"],
