@@ -1208,7 +1208,9 @@ pub fn spmm_panel_stats(a: &CooTensor, width: usize, window: usize) -> (usize, u
 /// [`spmm_by_rcm`]): the share, in thousandths, of `a`'s entries whose column was not gathered
 /// within the `window` entries before in that order — [`spmm_panel_stats`]'s far gathers, in
 /// the order the `rcm` format runs the rows. 0 for tensors that are not 2-D or have no
-/// entries.
+/// entries; 1000 (nothing saved) for shapes far larger than the entries (more than 4 rows or
+/// columns per entry, plus 1024: a file may declare any extent), which the order would
+/// allocate for and hardly reorder.
 pub fn spmm_rcm_far(a: &CooTensor, window: usize) -> usize {
     let (Some(r), Some(c), &[rows, cols]) = (a.coords.first(), a.coords.get(1), &a.shape[..])
     else {
@@ -1216,6 +1218,10 @@ pub fn spmm_rcm_far(a: &CooTensor, window: usize) -> usize {
     };
     // The rows' entries as CSR (the tensor is sorted row by row).
     let nnz = a.nnz().min(r.len()).min(c.len());
+    let sparse = nnz.saturating_mul(4).saturating_add(1024);
+    if rows > sparse || cols > sparse {
+        return 1000;
+    }
     let mut indptr = vec![0usize; rows.saturating_add(1)];
     for &row in &r[..nnz] {
         if let Some(n) = indptr.get_mut(row.saturating_add(1)) {

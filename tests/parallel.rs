@@ -1656,9 +1656,20 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
 #[test]
 fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
     use lacuna::driver::{
-        builtin_schedule, run_kernel, run_kernel_scheduled, spmm_by_rcm, spmm_rcm_trace, DataStats,
-        SPMM_RCM_MIN_GAIN as G, SPMM_STREAM_MIN_BYTES,
+        builtin_schedule, run_kernel, run_kernel_scheduled, spmm_by_rcm, spmm_rcm_far,
+        spmm_rcm_trace, DataStats, SPMM_RCM_MIN_GAIN as G, SPMM_STREAM_MIN_BYTES,
     };
+    // Shapes far larger than the entries (a file may declare any extent) are not reordered:
+    // nothing saved, nothing allocated per declared row.
+    assert_eq!(
+        spmm_rcm_far(&coo(1 << 40, 10, &[(0, 1, 1.0), (5, 2, 1.0)]), 8),
+        1000
+    );
+    assert_eq!(
+        spmm_rcm_far(&coo(10, 1 << 40, &[(0, 1, 1.0), (5, 2, 1.0)]), 8),
+        1000
+    );
+    assert_eq!(spmm_rcm_far(&coo(4, 4, &[]), 8), 0);
     use lacuna::schedule::Instruction;
     let p = example("spmm");
     let streams = |s: &lacuna::schedule::ScheduleFile| {
@@ -1748,6 +1759,7 @@ fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
         .with_spmm_panels(&a);
         assert!(spmm_by_rcm(&stats), "{stats:?}");
         assert!(stats.far_rows_permille >= 900, "{stats:?}");
+        assert!(stats.rcm_far_permille <= 400, "{stats:?}");
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
         assert!(decomposes_into(&s, "rcm"), "{:?}", s.trace);
         let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");

@@ -283,6 +283,13 @@ fn parts_too_large_to_store_are_errors() {
     // Blocks larger than the matrix simply hold nothing.
     let parts = materialize(&m, &parse("(+ (bsr 4000000000) remainder)").unwrap()).unwrap();
     assert_eq!(to_coo(&parts), m.to_triples().unwrap());
+    // `rcm`'s order takes a slot per column: a matrix declaring 2^40 columns is refused
+    // before allocating them.
+    let wide = CsrMatrix::from_triples(2, 1 << 40, &[(0, 5, 1.0), (1, 1 << 39, 2.0)]).unwrap();
+    assert!(matches!(
+        materialize(&wide, &parse("rcm").unwrap()),
+        Err(DecomposeError::StorageTooLarge { op: "rcm", .. })
+    ));
 }
 
 /// A small parameter, zero (out of range) about one time in ten.

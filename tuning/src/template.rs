@@ -242,7 +242,7 @@ impl KernelTemplate {
         let panel_widths: Vec<u32> = match &feature {
             None if entries_var.is_some() => opts.panels.clone(),
             Some((_, _, extent)) if opts.row_panel_bytes > 0 => {
-                let row_bytes = (*extent as usize).saturating_mul(8);
+                let row_bytes = (*extent as usize).saturating_mul(std::mem::size_of::<f64>());
                 vec![panel_width(opts.row_panel_bytes, row_bytes, 16)]
             }
             _ => vec![],
@@ -293,7 +293,10 @@ impl KernelTemplate {
             .collect();
         let output = match (opts.stream_rows, &feature, outputs.as_slice(), stats) {
             (Some(min), Some((_, _, extent)), [out], Some(m))
-                if m.n_rows.saturating_mul(*extent as usize).saturating_mul(8) >= min =>
+                if m.n_rows
+                    .saturating_mul(*extent as usize)
+                    .saturating_mul(std::mem::size_of::<f64>())
+                    >= min =>
             {
                 Some(out.to_string())
             }

@@ -580,8 +580,10 @@ fn rcm(
     context: &Context,
 ) -> Result<(RowsStorage, Vec<i64>), DecomposeError> {
     let nnz: usize = context.iter().map(|(_, p)| p.len()).sum();
-    if nnz > MAX_PART_SLOTS || csr.n_rows > MAX_PART_SLOTS {
-        return Err(too_large("rcm", nnz.max(csr.n_rows)));
+    // The order takes a slot per row and per column.
+    let slots = nnz.max(csr.n_rows).max(csr.n_cols);
+    if slots > MAX_PART_SLOTS {
+        return Err(too_large("rcm", slots));
     }
     let mut at = vec![usize::MAX; csr.n_rows];
     for (k, (row, _)) in context.iter().enumerate() {
