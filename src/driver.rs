@@ -1806,8 +1806,9 @@ impl SpmmLoops {
         entries: "j",
         feature: "spmm:k",
     };
-    /// `examples/spmm.ron` after `decompose_format(A, rcm)`: its one part's rows.
-    pub const RCM: SpmmLoops = SpmmLoops {
+    /// `examples/spmm.ron` after a decomposition into one part (`rcm`, `(panels w)`): the
+    /// part's rows.
+    pub const PART: SpmmLoops = SpmmLoops {
         block: "spmm_p0",
         row: "spmm_p0:i.p0",
         entries: "j.p0",
@@ -1902,7 +1903,7 @@ pub fn spmm_rcm_trace(
     parallel: bool,
 ) -> Vec<lacuna_schedule::Instruction> {
     use lacuna_schedule::Instruction as I;
-    let l = SpmmLoops::RCM;
+    let l = SpmmLoops::PART;
     let mut trace = vec![I::DecomposeFormat {
         buffer: "A".into(),
         into: "rcm".into(),
@@ -2051,27 +2052,17 @@ pub fn spmm_panels_trace(
     chunk: usize,
     parallel: bool,
 ) -> Vec<lacuna_schedule::Instruction> {
-    use lacuna_schedule::Instruction as I;
-    let mut trace = vec![
-        I::DecomposeFormat {
-            buffer: "A".into(),
-            into: format!("(panels {width})"),
-        },
-        I::Specialize {
-            param: "feat".into(),
-            value: feat as u64,
-        },
-        I::Split {
-            r#loop: "spmm_p0:k".into(),
-            factors: vec![None, Some(chunk as u64)],
-        },
-        I::Reorder {
-            loops: vec!["k.0".into(), "j.p0".into()],
-        },
-        I::Vectorize {
-            r#loop: "k.1".into(),
-        },
-    ];
+    let mut trace = vec![lacuna_schedule::Instruction::DecomposeFormat {
+        buffer: "A".into(),
+        into: format!("(panels {width})"),
+    }];
+    trace.extend(spmm_rows_trace(
+        &SpmmLoops::PART,
+        feat,
+        chunk as u64,
+        true,
+        false,
+    ));
     if parallel {
         trace.extend(panels_in_parallel("spmm"));
     }

@@ -748,7 +748,7 @@ fn builtin_spmv_masks_rows_whose_lengths_change() {
         assert_eq!(masked(&s), masks);
         for threads in [1, 3] {
             // Vector lanes reassociate each row's sum.
-            let got = spmv_jit(&p, &s, &inputs, threads);
+            let got = jit_output(&p, &s, &inputs, threads);
             assert_close(&got, &want, &format!("masks {masks}, {threads} threads"));
         }
     }
@@ -777,7 +777,7 @@ fn changing_rows(len: impl Fn(usize) -> usize) -> BTreeMap<String, Input> {
 }
 
 /// SpMV's `y` from the JIT with schedule `s` on a pool of `threads` workers.
-fn spmv_jit(
+fn jit_output(
     p: &Program,
     s: &lacuna::schedule::ScheduleFile,
     inputs: &BTreeMap<String, Input>,
@@ -799,7 +799,12 @@ fn spmv_jit(
             )
         })
         .expect("runs");
-    got.outputs["y"].values().to_f64_vec()
+    let out = p
+        .buffers
+        .iter()
+        .find(|b| b.role == Role::Output)
+        .expect("an output");
+    got.outputs[&out.name].values().to_f64_vec()
 }
 
 /// Equal lengths and each value within 1e-12 relative (at least absolute) of `want`'s.
@@ -827,8 +832,8 @@ fn parallel(s: &lacuna::schedule::ScheduleFile) -> bool {
         .any(|t| matches!(t, lacuna::schedule::Instruction::Parallel { .. }))
 }
 
-/// SpMV with schedule `s` at 1 to 4 threads: within 1e-12 of `reference`, and bit for bit the
-/// same at every thread count.
+/// Kernel `p` with schedule `s` at 1 to 4 threads: its output within 1e-12 of `reference`,
+/// and bit for bit the same at every thread count.
 fn assert_threads_agree(
     p: &Program,
     s: &lacuna::schedule::ScheduleFile,
@@ -837,7 +842,7 @@ fn assert_threads_agree(
 ) {
     let mut first = None;
     for threads in 1..=4 {
-        let got = spmv_jit(p, s, inputs, threads);
+        let got = jit_output(p, s, inputs, threads);
         assert_close(&got, reference, &format!("{threads} threads"));
         match &first {
             None => first = Some(got),
@@ -1340,9 +1345,8 @@ fn scattered_gathers_tell_streams_from_random_columns() {
 #[test]
 fn builtin_spmm_stores_far_gathers_of_long_runs_in_column_panels() {
     use lacuna::driver::{
-        builtin_schedule, run_kernel, run_kernel_scheduled, spmm_by_panels, spmm_panel_stats,
-        spmm_panel_width, DataStats, PARALLEL_MIN_NNZ, SPMM_PANELS_MIN_FAR as F,
-        SPMM_PANELS_MIN_RUN as R,
+        builtin_schedule, run_kernel, spmm_by_panels, spmm_panel_stats, spmm_panel_width,
+        DataStats, PARALLEL_MIN_NNZ, SPMM_PANELS_MIN_FAR as F, SPMM_PANELS_MIN_RUN as R,
     };
     let p = example("spmm");
     let chunk = |s: &lacuna::schedule::ScheduleFile| {
@@ -1465,21 +1469,7 @@ fn builtin_spmm_stores_far_gathers_of_long_runs_in_column_panels() {
     let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
     assert!(decomposes_into(&s, "(panels 32)"), "{:?}", s.trace);
     let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
-    let want = want.outputs["C"].values().to_f64_vec();
-    let mut first = None;
-    for threads in 1..=4 {
-        let pool = lacuna::target::pool_builder(threads).build().expect("pool");
-        let got = pool.install(|| {
-            run_kernel_scheduled(&p, Some(&s), &inputs, &BTreeMap::new(), Target::Jit, 1)
-                .expect("runs")
-        });
-        let got = got.outputs["C"].values().to_f64_vec();
-        assert_close(&got, &want, &format!("{threads} threads"));
-        match &first {
-            None => first = Some(got),
-            Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
-        }
-    }
+    assert_threads_agree(&p, &s, &inputs, &want.outputs["C"].values().to_f64_vec());
 }
 
 /// SpMM's streamed rows ([`lacuna::driver::spmm_stream_trace`]): the built-in schedule adds
@@ -1656,8 +1646,8 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
 #[test]
 fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
     use lacuna::driver::{
-        builtin_schedule, run_kernel, run_kernel_scheduled, spmm_by_rcm, spmm_rcm_far,
-        spmm_rcm_trace, DataStats, SPMM_RCM_MIN_GAIN as G, SPMM_STREAM_MIN_BYTES,
+        builtin_schedule, run_kernel, spmm_by_rcm, spmm_rcm_far, spmm_rcm_trace, DataStats,
+        SPMM_RCM_MIN_GAIN as G, SPMM_STREAM_MIN_BYTES,
     };
     // Shapes far larger than the entries (a file may declare any extent) are not reordered:
     // nothing saved, nothing allocated per declared row.
@@ -1784,28 +1774,8 @@ fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
                 },
             ],
         };
-        for (what, schedule) in [("built-in", &s), ("streamed", &streamed), ("plain", &plain)] {
-            let mut first = None;
-            for threads in 1..=4 {
-                let pool = lacuna::target::pool_builder(threads).build().expect("pool");
-                let got = pool.install(|| {
-                    run_kernel_scheduled(
-                        &p,
-                        Some(schedule),
-                        &inputs,
-                        &BTreeMap::new(),
-                        Target::Jit,
-                        1,
-                    )
-                    .expect("runs")
-                });
-                let got = got.outputs["C"].values().to_f64_vec();
-                assert_close(&got, &want, &format!("{what}, k = {k}, {threads} threads"));
-                match &first {
-                    None => first = Some(got),
-                    Some(f) => assert_eq!(&got, f, "{what}, k = {k}, {threads} threads vs 1"),
-                }
-            }
+        for schedule in [&s, &streamed, &plain] {
+            assert_threads_agree(&p, schedule, &inputs, &want);
         }
     }
 }

@@ -212,18 +212,7 @@ pub fn decompose_format(
             PartKind::Csr | PartKind::Padded => {
                 p.params.push(format!("{pn}.nnz"));
                 let sorted = *kind == PartKind::Csr;
-                let s = Axis {
-                    name: format!("{pn}.s"),
-                    kind: AxisKind::SparseVariable {
-                        parent: ai.clone(),
-                        n: n.clone(),
-                        nnz: Size::Param(format!("{pn}.nnz")),
-                        loose: false,
-                    },
-                    idtype: IndexType::I64,
-                    sorted,
-                    closed_forms: vec![],
-                };
+                let s = entries_axis(&pn, &ai, &n, IndexType::I64, sorted);
                 let vals = input_buffer(pn.clone(), vec![ai.clone(), s.name.clone()], DType::F64);
                 (vec![s], vec![vals])
             }
@@ -343,17 +332,7 @@ pub fn decompose_format(
                     *index,
                     true,
                 );
-                let s = index_axis(
-                    format!("{pn}.s"),
-                    AxisKind::SparseVariable {
-                        parent: r.name.clone(),
-                        n: n.clone(),
-                        nnz: Size::Param(format!("{pn}.nnz")),
-                        loose: false,
-                    },
-                    *index,
-                    true,
-                );
+                let s = entries_axis(&pn, &r.name, &n, *index, true);
                 let vals = input_buffer(
                     pn.clone(),
                     vec![panel.name.clone(), r.name.clone(), s.name.clone()],
@@ -370,17 +349,7 @@ pub fn decompose_format(
                     },
                     true,
                 );
-                let s = index_axis(
-                    format!("{pn}.s"),
-                    AxisKind::SparseVariable {
-                        parent: r.name.clone(),
-                        n: n.clone(),
-                        nnz: Size::Param(format!("{pn}.nnz")),
-                        loose: false,
-                    },
-                    *index,
-                    true,
-                );
+                let s = entries_axis(&pn, &r.name, &n, *index, true);
                 let row = Buffer {
                     permutation: true,
                     ..coordinates_buffer(format!("{pn}.row"), vec![r.name.clone()], DType::I64, &ai)
@@ -877,45 +846,24 @@ fn bind_parts(
                 b.params.insert(format!("{pn}.panels"), s.panels() as i64);
                 b.params.insert(format!("{pn}.nrows"), s.rows.len() as i64);
                 b.params.insert(format!("{pn}.nnz"), s.indices.len() as i64);
-                let narrow = matches!(
-                    conv.parts.get(t),
-                    Some(PartKind::Panels {
-                        index: IndexType::I32
-                    })
-                );
-                let index = |v: &[usize], what| index_array(v, narrow, "panels", what);
+                let narrow = narrow_part(conv, t);
                 b.axes.insert(
                     format!("{pn}.i"),
-                    AxisData {
-                        indptr: Some(index(&s.panel_rows, "position")?),
-                        indices: Some(index(&s.rows, "row id")?),
-                    },
+                    sparse_axis(&s.panel_rows, &s.rows, "row id", narrow, "panels")?,
                 );
                 b.axes.insert(
                     format!("{pn}.s"),
-                    AxisData {
-                        indptr: Some(index(&s.indptr, "position")?),
-                        indices: Some(index(&s.indices, "column")?),
-                    },
+                    sparse_axis(&s.indptr, &s.indices, "column", narrow, "panels")?,
                 );
                 b.buffers.insert(pn, ArrayData::F64(s.values));
             }
             Storage::Rows(s) => {
                 b.params.insert(format!("{pn}.rows"), s.rows.len() as i64);
                 b.params.insert(format!("{pn}.nnz"), s.indices.len() as i64);
-                let narrow = matches!(
-                    conv.parts.get(t),
-                    Some(PartKind::Rows {
-                        index: IndexType::I32
-                    })
-                );
-                let index = |v: &[usize], what| index_array(v, narrow, "rcm", what);
+                let narrow = narrow_part(conv, t);
                 b.axes.insert(
                     format!("{pn}.s"),
-                    AxisData {
-                        indptr: Some(index(&s.indptr, "position")?),
-                        indices: Some(index(&s.indices, "column")?),
-                    },
+                    sparse_axis(&s.indptr, &s.indices, "column", narrow, "rcm")?,
                 );
                 b.buffers.insert(format!("{pn}.row"), i64s(&s.rows));
                 b.buffers.insert(pn, ArrayData::F64(s.values));
@@ -968,6 +916,36 @@ fn i64_axis(name: String, kind: AxisKind, sorted: bool) -> Axis {
     index_axis(name, kind, IndexType::I64, sorted)
 }
 
+/// Whether part `t` of `conv` indexes its sparse axes with 32-bit arrays (column panels and
+/// `rcm` take the decomposed column axis's index type).
+fn narrow_part(conv: &Conversion, t: usize) -> bool {
+    matches!(
+        conv.parts.get(t),
+        Some(
+            PartKind::Panels {
+                index: IndexType::I32
+            } | PartKind::Rows {
+                index: IndexType::I32
+            }
+        )
+    )
+}
+
+/// The structure of a part's sparse axis: positions `indptr` and coordinates `indices` (which
+/// hold `what`), at 32 bits where `narrow` (see [`index_array`]).
+fn sparse_axis(
+    indptr: &[usize],
+    indices: &[usize],
+    what: &'static str,
+    narrow: bool,
+    op: &'static str,
+) -> Result<lacuna_stage1::AxisData, crate::decompose::DecomposeError> {
+    Ok(lacuna_stage1::AxisData {
+        indptr: Some(index_array(indptr, narrow, op, "position")?),
+        indices: Some(index_array(indices, narrow, op, what)?),
+    })
+}
+
 /// `v` as a structure array of a part's axis: 64-bit, or 32-bit where `narrow` (a value past
 /// `i32` is then an error naming format `op` and `what` the array holds, not a wrapped index).
 fn index_array(
@@ -990,6 +968,22 @@ fn index_array(
         })
         .collect::<Result<Vec<i32>, _>>()
         .map(ArrayData::I32)
+}
+
+/// The entries of part `pn`'s rows: `{pn}.s`, a sparse axis under `parent` of columns below
+/// `n`, `{pn}.nnz` of them, with `idtype` structure arrays.
+fn entries_axis(pn: &str, parent: &str, n: &Size, idtype: IndexType, sorted: bool) -> Axis {
+    index_axis(
+        format!("{pn}.s"),
+        AxisKind::SparseVariable {
+            parent: parent.to_string(),
+            n: n.clone(),
+            nnz: Size::Param(format!("{pn}.nnz")),
+            loose: false,
+        },
+        idtype,
+        sorted,
+    )
 }
 
 /// An axis of a part with `idtype` structure arrays and no closed forms.
