@@ -136,3 +136,19 @@ fn is_csr_names_csr_storage_only() {
         .expect("parses");
     assert!(!sliced.is_csr(), "a view");
 }
+
+/// A matrix declaring far more rows than can be allocated (a fuzzed `.mtx` declared
+/// 12 297 829 382 473 034 411) is an error of the fast path, as of the general one, not a
+/// panic on the position array's capacity.
+#[test]
+fn rows_beyond_memory_are_errors_not_panics() {
+    for m in [usize::MAX, 12_297_829_382_473_034_411, usize::MAX / 2] {
+        let a = coo((m, 4), &[(0, 0, 1.5), (1, 2, -0.003), (2, 3, 8.0)]);
+        for enc in encodings() {
+            match SparseTensor::from_coo(&a, &enc) {
+                Err(e) => assert!(e.to_string().contains("too large"), "{m} {enc}: {e}"),
+                Ok(_) => panic!("{m} rows stored in {enc}"),
+            }
+        }
+    }
+}

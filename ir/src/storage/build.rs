@@ -60,7 +60,14 @@ fn csr_from_sorted(coo: &CooTensor, enc: &Encoding) -> Option<Result<SparseTenso
     if rows.last().is_some_and(|&r| r >= m) || cols.iter().fold(0, |x, &c| x.max(c)) >= n {
         return None;
     }
-    let mut pos = vec![0u64; m + 1];
+    // A position per row: a file may declare any number of rows, which is an error here, not
+    // an allocation failure (the general path bounds its levels the same way).
+    let len = m.checked_add(1).filter(|&l| l <= isize::MAX as usize / 16);
+    let mut pos: Vec<u64> = Vec::new();
+    if len.is_none_or(|l| pos.try_reserve_exact(l).is_err()) {
+        return Some(Err(StorageError::TooLarge("positions")));
+    }
+    pos.resize(m + 1, 0);
     for &r in rows {
         pos[r + 1] += 1;
     }
