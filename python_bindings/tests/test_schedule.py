@@ -134,6 +134,30 @@ def test_streamed_spmm_rows_keep_results():
         lacuna.Schedule(kernel("spmm")).annotate("spmm:i", "nontemporal", 1)
 
 
+def test_rcm_spmm_rows_keep_results():
+    # A's rows in reverse Cuthill-McKee order (`rcm`: every row once, empty rows too, with its
+    # row id), each row of C summed in registers and stored once, the rows in parallel; `rcm`
+    # inside another format is refused.
+    rng = np.random.default_rng(7)
+    a = random_csr(120, 90, density=0.06, seed=7)
+    a = (a + sp.csr_matrix((np.ones(90), (np.full(90, 11), np.arange(90))), shape=(120, 90))).tocsr()
+    b = rng.standard_normal((90, 32))
+    s = lacuna.Schedule(kernel("spmm"))
+    s.decompose_format("A", "rcm")
+    s.specialize("feat", 32)
+    s.split("spmm_p0:k", [None, 16])
+    s.reorder(["k.0", "j.p0"])
+    s.vectorize("k.1")
+    s.reverse_cache_write("spmm_p0", "C", "local", at="spmm_p0:i.p0")
+    s.unroll("k.0")
+    s.parallel("spmm_p0:i.p0")
+    f = lacuna.build(s)
+    for threads in (1, 2, 3):
+        assert_close(f(A=a, B=b, threads=threads)["C"], a @ b)
+    with pytest.raises(lacuna.ScheduleError, match="whole decomposition"):
+        lacuna.Schedule(kernel("spmm")).decompose_format("A", "(+ (bucket 1 3 (ell 2)) rcm)")
+
+
 def test_sliced_ell_spmv_runs_rows_as_lanes():
     # Rows of 0 to 11 entries and one long row, as SELL-8-32: groups of 8 rows as vector lanes.
     rng = np.random.default_rng(5)
