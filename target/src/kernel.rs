@@ -331,7 +331,9 @@ impl CompiledKernel {
     /// - the arrays are consistent with the parameters exactly as `lacuna_stage1::validate`
     ///   checks owned bindings (for borrowed inputs `lacuna_stage1::bind_views` does, and
     ///   `lacuna_stage1::check_length` for the written buffers): lengths, `indptr` monotone from
-    ///   zero, coordinates in range, sorted where the axis says so;
+    ///   zero, coordinates in range, sorted where the axis says so, each coordinate once in a
+    ///   buffer declared a permutation (`rcm`'s row ids: two iterations of a parallel row loop
+    ///   would otherwise write one row);
     /// - no array the kernel writes overlaps another array, and nothing else reads or writes
     ///   them during the call.
     pub unsafe fn run_raw(&self, b: &RawBindings) -> Result<(), RuntimeError> {
