@@ -1,5 +1,6 @@
-//! Regression benchmarks: SpMV, SpMM (k = 32) and SDDMM (k = 32) on bundled matrices, each
-//! JIT-compiled and bound once, outside the timed loop.
+//! Regression benchmarks: SpMV, SpMM (k = 32) and SDDMM (k = 32) on bundled matrices, and SpMM
+//! over `rcm`'s reordered rows (`lacuna::driver::spmm_rcm_trace`), each JIT-compiled and bound
+//! once, outside the timed loop.
 //!
 //! ```bash
 //! cargo bench -p lacuna --bench kernels -- --save-baseline main   # on main
@@ -9,6 +10,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use lacuna::bench::{compile_kernel, BenchError, Matrix};
+use lacuna::schedule::ScheduleFile;
 use std::hint::black_box;
 use std::path::Path;
 use std::process::ExitCode;
@@ -19,8 +21,22 @@ use std::time::Duration;
 static ALLOC: lacuna::alloc::CacheAligned = lacuna::alloc::CacheAligned;
 
 const MATRICES: &[&str] = &["1138_bus", "west0479"];
-const KERNELS: &[(&str, usize)] = &[("spmv", 1), ("spmm", 32), ("sddmm", 32)];
 const SEED: u64 = 0;
+
+/// The benchmark groups: name, kernel, feature width, schedule (`None`: the kernel as written).
+fn cases() -> Vec<(String, &'static str, usize, Option<ScheduleFile>)> {
+    let rcm = ScheduleFile {
+        version: 1,
+        kernel: "spmm".into(),
+        trace: lacuna::driver::spmm_rcm_trace(32, 32, true, false, false, true),
+    };
+    vec![
+        ("spmv".into(), "spmv", 1, None),
+        ("spmm_k32".into(), "spmm", 32, None),
+        ("sddmm_k32".into(), "sddmm", 32, None),
+        ("spmm_k32_rcm".into(), "spmm", 32, Some(rcm)),
+    ]
+}
 
 fn benches(c: &mut Criterion) -> Result<(), BenchError> {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
@@ -28,13 +44,14 @@ fn benches(c: &mut Criterion) -> Result<(), BenchError> {
         .iter()
         .map(|name| Matrix::load(&data.join(format!("{name}.mtx"))))
         .collect::<Result<Vec<_>, _>>()?;
-    for &(kernel, k) in KERNELS {
-        let compiled = compile_kernel(kernel, "csr", None, None, lacuna::driver::Target::Jit)?;
-        let group_name = if kernel == "spmv" {
-            kernel.to_string()
-        } else {
-            format!("{kernel}_k{k}")
-        };
+    for (group_name, kernel, k, schedule) in cases() {
+        let compiled = compile_kernel(
+            kernel,
+            "csr",
+            schedule.as_ref(),
+            None,
+            lacuna::driver::Target::Jit,
+        )?;
         let mut group = c.benchmark_group(group_name);
         for m in &matrices {
             let mut prep = compiled.prepare(m, k, SEED)?;
