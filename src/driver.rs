@@ -1222,15 +1222,9 @@ pub fn spmm_rcm_far(a: &CooTensor, window: usize) -> usize {
     if rows > sparse || cols > sparse {
         return 1000;
     }
-    let mut indptr = vec![0usize; rows.saturating_add(1)];
-    for &row in &r[..nnz] {
-        if let Some(n) = indptr.get_mut(row.saturating_add(1)) {
-            *n += 1;
-        }
-    }
-    for i in 0..rows {
-        indptr[i + 1] += indptr[i];
-    }
+    let Ok(indptr) = row_pointers(rows, &r[..nnz]) else {
+        return 1000;
+    };
     let indices = &c[..nnz];
     let order = lacuna_schedule::decompose::rcm_rows(rows, cols, &indptr, indices);
     let hits = lacuna_schedule::decompose::reuse(cols, &indptr, indices, &order, window);
@@ -1548,7 +1542,8 @@ pub const SPMV_PREFETCH_DISTANCE: i64 = 256;
 /// cache starts at zero in place of `C`'s init, the feature chunks are unrolled so that the
 /// cache's vectors stay in registers, and the row is written once, streamed.
 pub fn spmm_stream_trace() -> Vec<lacuna_schedule::Instruction> {
-    lacuna_schedule::stream::streamed_rows_trace("spmm", "C", "spmm:i", "k.0")
+    let l = SpmmLoops::STORED;
+    lacuna_schedule::stream::streamed_rows_trace(l.block, "C", l.row, "k.0")
 }
 
 /// The built-in schedule for a kernel run without one, chosen from its inputs' statistics: the
@@ -3096,6 +3091,26 @@ pub fn preset_bytes(coo: &CooTensor, format: InfoFormat) -> Option<usize> {
 }
 
 /// `n` copies of `v`, or `None` where this machine cannot hold them (instead of aborting).
+/// The row pointers (CSR `indptr`, `m + 1` positions) of entries whose row coordinates are
+/// `rows`, grouped row by row: `Err(Some(r))` for the first row `r >= m`, `Err(None)` where the
+/// positions cannot be allocated.
+fn row_pointers(m: usize, rows: &[usize]) -> Result<Vec<usize>, Option<usize>> {
+    let mut indptr = m
+        .checked_add(1)
+        .and_then(|len| filled(len, 0usize))
+        .ok_or(None)?;
+    for &r in rows {
+        if r >= m {
+            return Err(Some(r));
+        }
+        indptr[r + 1] += 1;
+    }
+    for r in 0..m {
+        indptr[r + 1] += indptr[r];
+    }
+    Ok(indptr)
+}
+
 fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     let mut out = Vec::new();
     out.try_reserve_exact(n).ok()?;
@@ -3222,27 +3237,17 @@ pub fn convert_inputs(
             .into());
         }
         let (m, n) = (coo.shape[0], coo.shape[1]);
-        let mut indptr = m
-            .checked_add(1)
-            .and_then(|len| filled(len, 0usize))
-            .ok_or_else(|| BindError::TooLarge {
+        let indptr = row_pointers(m, &coo.coords[0]).map_err(|outside| match outside {
+            Some(r) => BindError::CoordRange {
                 buffer: conv.buffer.clone(),
-            })?;
-        for &r in &coo.coords[0] {
-            if r >= m {
-                return Err(BindError::CoordRange {
-                    buffer: conv.buffer.clone(),
-                    dim: 0,
-                    coord: r,
-                    extent: m,
-                }
-                .into());
-            }
-            indptr[r + 1] += 1;
-        }
-        for r in 0..m {
-            indptr[r + 1] += indptr[r];
-        }
+                dim: 0,
+                coord: r,
+                extent: m,
+            },
+            None => BindError::TooLarge {
+                buffer: conv.buffer.clone(),
+            },
+        })?;
         let csr = lacuna_schedule::decompose::CsrMatrix::new(
             m,
             n,

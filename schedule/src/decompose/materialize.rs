@@ -245,7 +245,7 @@ fn walk(
             Ok(Vec::new())
         }
         Layout::Rcm => {
-            let (s, sources) = rcm(csr, copy, &context)?;
+            let (s, sources) = rcm(csr, copy)?;
             push((Storage::Rows(s), sources));
             Ok(Vec::new())
         }
@@ -571,47 +571,42 @@ where
     Ok((storage, sources))
 }
 
-/// The context's entries as CSR over every matrix row with row ids, rows in reverse
-/// Cuthill–McKee order of the matrix (see [`Layout::Rcm`]; only the whole decomposition, so
-/// the context is the whole matrix; a row outside it is stored empty).
-fn rcm(
-    csr: &CsrMatrix,
-    copy: bool,
-    context: &Context,
-) -> Result<(RowsStorage, Vec<i64>), DecomposeError> {
-    let nnz: usize = context.iter().map(|(_, p)| p.len()).sum();
+/// Every entry of `csr` as CSR over every matrix row with row ids, rows in reverse
+/// Cuthill–McKee order (see [`Layout::Rcm`]: only the whole decomposition, whose context is
+/// the whole matrix, so each row's entries are its range of `csr`).
+fn rcm(csr: &CsrMatrix, copy: bool) -> Result<(RowsStorage, Vec<i64>), DecomposeError> {
+    let nnz = csr.nnz();
     // The order takes a slot per row and per column.
     let slots = nnz.max(csr.n_rows).max(csr.n_cols);
     if slots > MAX_PART_SLOTS {
         return Err(too_large("rcm", slots));
     }
-    let mut at = vec![usize::MAX; csr.n_rows];
-    for (k, (row, _)) in context.iter().enumerate() {
-        if let Some(slot) = at.get_mut(*row) {
-            *slot = k;
-        }
-    }
     let rows = super::order::rcm_rows(csr.n_rows, csr.n_cols, &csr.indptr, &csr.indices);
     let mut storage = RowsStorage {
         indptr: Vec::with_capacity(rows.len() + 1),
         indices: Vec::with_capacity(nnz),
-        values: Vec::with_capacity(if copy { nnz } else { 0 }),
+        values: Vec::with_capacity(nnz),
         rows,
     };
     let mut sources = Vec::with_capacity(nnz);
     storage.indptr.push(0);
     for &row in &storage.rows {
-        if let Some((_, positions)) = at.get(row).and_then(|&k| context.get(k)) {
-            storage
-                .indices
-                .extend(positions.iter().map(|k| csr.indices[k]));
-            sources.extend(positions.iter().map(source));
-            if copy {
-                storage
-                    .values
-                    .extend(positions.iter().map(|k| csr.values[k]));
-            }
+        // A validated matrix's row range (nothing for one that falls outside).
+        let start = csr.indptr.get(row).copied().unwrap_or(0);
+        let end = csr.indptr.get(row + 1).copied().unwrap_or(start).max(start);
+        let range = if end <= csr.indices.len() {
+            start..end
+        } else {
+            0..0
+        };
+        storage
+            .indices
+            .extend_from_slice(&csr.indices[range.clone()]);
+        if copy {
+            let values = csr.values.get(range.clone()).unwrap_or_default();
+            storage.values.extend_from_slice(values);
         }
+        sources.extend(range.map(source));
         storage.indptr.push(storage.indices.len());
     }
     if !copy {

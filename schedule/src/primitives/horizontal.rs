@@ -361,41 +361,38 @@ fn row_of(e: &Expr, v: &str, stmts: &[Stmt], facts: &RowFacts) -> Option<String>
         // entries (an empty row writes nothing).
         return csr_part(stmts, v, facts);
     }
-    // `let x = A.pK.row[v]` or `let x = select(c, A.pK.row[v], -1)` (then guarded by x >= 0).
-    let value = find_let(stmts, x)?;
-    let load = match value {
-        Expr::Select(_, a, b) if matches!(**b, Expr::Int(-1, _)) => a.as_ref(),
-        other => other,
-    };
     // The row-id array at `v`, or at a variable that takes a distinct value in each iteration
     // of `v` (e.g. `let i = i.0 * 4 + i.1` under `for i.1`); a sliced ELL part's rows
     // `A.pK.row[g, l]` at the group `g = v` (groups hold disjoint rows).
-    match load {
-        Expr::Load { buffer, indices } => match indices.as_slice() {
-            [Expr::Var(w)]
-                if w == v || crate::primitives::loop_kind::varying(v, stmts).contains(w) =>
-            {
-                facts.row_arrays.get(buffer).cloned()
-            }
-            [Expr::Var(g), _] if g == v => facts.row_arrays.get(buffer).cloned(),
-            _ => None,
-        },
+    let (buffer, indices) = let_load(x, stmts)?;
+    match indices {
+        [Expr::Var(w)] if w == v || crate::primitives::loop_kind::varying(v, stmts).contains(w) => {
+            facts.row_arrays.get(buffer).cloned()
+        }
+        [Expr::Var(g), _] if g == v => facts.row_arrays.get(buffer).cloned(),
         _ => None,
     }
 }
 
-/// The row-id array `R` when `e` is a variable bound by `let x = R[v]` (or by
-/// `select(c, R[v], -1)`, then guarded by `x >= 0`), at the part variable `v` itself.
+/// The row-id array `R` when `e` is a variable bound to `R[v]` (see [`let_load`]), at the part
+/// variable `v` itself.
 fn row_id_at<'a>(e: &Expr, v: &str, stmts: &'a [Stmt]) -> Option<&'a String> {
     let Expr::Var(x) = e else { return None };
+    match let_load(x, stmts)? {
+        (buffer, [Expr::Var(w)]) if w == v => Some(buffer),
+        _ => None,
+    }
+}
+
+/// The buffer and indices of the load that `let x = B[..]` or `let x = select(c, B[..], -1)`
+/// (then guarded by `x >= 0`) binds `x` to.
+fn let_load<'a>(x: &str, stmts: &'a [Stmt]) -> Option<(&'a String, &'a [Expr])> {
     let load = match find_let(stmts, x)? {
         Expr::Select(_, a, b) if matches!(**b, Expr::Int(-1, _)) => a.as_ref(),
         other => other,
     };
     match load {
-        Expr::Load { buffer, indices } if matches!(indices.as_slice(), [Expr::Var(w)] if w == v) => {
-            Some(buffer)
-        }
+        Expr::Load { buffer, indices } => Some((buffer, indices.as_slice())),
         _ => None,
     }
 }
