@@ -823,7 +823,7 @@ pub fn run_bench(
                                 };
                                 let data = driver::DataStats::with_matrix(&m.stats, feat, gathered);
                                 let data = if def.name == "spmm" {
-                                    data.with_spmm_panels(&m.coo)
+                                    data.with_spmm_stats(&m.coo)
                                 } else {
                                     data
                                 };

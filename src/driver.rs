@@ -1063,6 +1063,10 @@ pub struct DataStats {
     /// only, where `B` exceeds L2 and the stored order misses at least
     /// [`SPMM_RCM_MIN_GAIN`]; 1000 otherwise (no gain to have).
     pub rcm_far_permille: usize,
+    /// The block edge of SpMM's BSR (see [`spmm_block`]): the largest of [`SPMM_BSR_BLOCKS`]
+    /// whose blocks inside the matrix hold `A`'s entries with at most [`SPMM_BSR_MAX_FILL`]
+    /// slots per thousand entries; 0 where none does, or for kernels other than SpMM.
+    pub spmm_block: usize,
     /// Whether the host has streaming (non-temporal) vector stores
     /// ([`lacuna_target::host_stream_bytes`]; see [`SPMM_STREAM_MIN_BYTES`]). A property of the
     /// host.
@@ -1308,14 +1312,14 @@ impl DataStats {
         };
         // Only SpMM's rule reads them (its `B`; SDDMM's `W` is gathered otherwise).
         match (&matrix, inputs.get("B")) {
-            (Some(a), Some(_)) => stats.with_spmm_panels(a),
+            (Some(a), Some(_)) => stats.with_spmm_stats(a),
             _ => stats,
         }
     }
 
     /// The host's properties ([`DataStats::host`]) with a matrix's statistics, the feature
     /// width and the bytes of the gathered dense operand (SpMM's `B`, SDDMM's `W`, SpMV's
-    /// `x`). SpMM's panel statistics are left to [`DataStats::with_spmm_panels`].
+    /// `x`). SpMM's statistics are left to [`DataStats::with_spmm_stats`].
     pub fn with_matrix(m: &MatrixProfile, feat: Option<usize>, gathered_bytes: usize) -> DataStats {
         DataStats {
             nnz: m.nnz,
@@ -1329,18 +1333,25 @@ impl DataStats {
         }
     }
 
-    /// `self` with SpMM's panel statistics of its matrix `a` ([`spmm_panel_stats`] at
+    /// `self` with SpMM's statistics of its matrix `a` filled in, where the feature width is
+    /// set: its block edge ([`spmm_block`]), and where `B` exceeds L2 (left 0 otherwise: the
+    /// rules read them there only) its panel statistics ([`spmm_panel_stats`] at
     /// [`spmm_panel_width`], over a window of L2's size in rows of `B`) and its far gathers in
-    /// `rcm`'s order ([`spmm_rcm_far`], same window) filled in, where the
-    /// feature width is set and `B` exceeds L2 (left 0 otherwise: the rule reads them there
-    /// only).
-    pub fn with_spmm_panels(self, a: &CooTensor) -> DataStats {
-        let Some(k) = self.feat.filter(|_| self.gathered_bytes > self.l2()) else {
+    /// `rcm`'s order ([`spmm_rcm_far`], same window).
+    pub fn with_spmm_stats(self, a: &CooTensor) -> DataStats {
+        if self.feat.is_none() {
             return self;
+        }
+        let stats = DataStats {
+            spmm_block: spmm_block(a),
+            ..self
+        };
+        let Some(k) = stats.feat.filter(|_| stats.gathered_bytes > stats.l2()) else {
+            return stats;
         };
         let row_bytes = k.max(1).saturating_mul(std::mem::size_of::<f64>());
-        let width = spmm_panel_width(self.l2_bytes, k) as usize;
-        let window = self.l2() / row_bytes;
+        let width = spmm_panel_width(stats.l2_bytes, k) as usize;
+        let window = stats.l2() / row_bytes;
         let (far_rows_permille, panel_runs) = spmm_panel_stats(a, width, window);
         // The order only where it could gain (it costs a pass over the graph).
         let rcm_far_permille = if far_rows_permille >= SPMM_RCM_MIN_GAIN {
@@ -1352,7 +1363,7 @@ impl DataStats {
             far_rows_permille,
             panel_runs,
             rcm_far_permille,
-            ..self
+            ..stats
         }
     }
 
@@ -1633,6 +1644,19 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             let stream = data.stream_stores
                 && row_bytes >= SPMM_STREAM_MIN_ROW_BYTES
                 && data.rows.saturating_mul(row_bytes) >= SPMM_STREAM_MIN_BYTES;
+            // Blocks keep at most 16 vectors of `C` in registers (`block` rows of `chunk`).
+            let bsr_chunk = if k.is_multiple_of(32) { 32 } else { 16 };
+            if data.spmm_block > 0 && data.spmm_block * bsr_chunk <= 128 {
+                let trace = spmm_bsr_trace(
+                    data.spmm_block,
+                    k,
+                    bsr_chunk as u64,
+                    nnz >= PARALLEL_MIN_NNZ,
+                );
+                if let Some(file) = replayable(p, trace) {
+                    return Some(file);
+                }
+            }
             if spmm_by_rcm(data) {
                 let trace =
                     spmm_rcm_trace(k, chunk, vector, prefetch, stream, nnz >= PARALLEL_MIN_NNZ);
@@ -1851,6 +1875,94 @@ pub fn spmm_rows_trace(
             r#loop: l.entries.into(),
             key: "prefetch".into(),
             value: SPMM_PREFETCH_DISTANCE,
+        });
+    }
+    trace
+}
+
+/// The block edges SpMM's built-in schedule tries for BSR, largest first (see [`spmm_block`]).
+pub const SPMM_BSR_BLOCKS: [usize; 3] = [4, 3, 2];
+
+/// Slots per thousand entries up to which SpMM's built-in schedule stores `A` as BSR
+/// ([`spmm_block`]). Each block's rows of `C` stay in registers and each row of `B` a block
+/// reads is loaded once for all its rows, but every slot costs a multiply-add, padding too.
+/// `lacuna bench`, k = 32, one thread, min of 30, ms (session 28, Xeon guest), CSR's built-in
+/// schedule → [`spmm_bsr_trace`]: bcsstk16 (3×3 blocks of its 3 degrees of freedom per node:
+/// fill 1.02 at b = 3, 1.25 at 2, 1.72 at 4) 0.34 → 0.27 (b = 3), 0.32 (2), 0.46 (4); bcsstk13
+/// (1.61 at 2, 2.03 at 3) 0.103 → 0.117 (2), 0.131 (3).
+pub const SPMM_BSR_MAX_FILL: usize = 1100;
+
+/// The block edge of SpMM's BSR for the 2-D matrix `a`: the first of [`SPMM_BSR_BLOCKS`] whose
+/// blocks inside the matrix (those `(+ (bsr b) remainder)` stores) hold its entries with at most
+/// [`SPMM_BSR_MAX_FILL`] slots per thousand entries, and hold nearly all of them (the rest, in
+/// the last rows and columns, runs as CSR); 0 where none does.
+pub fn spmm_block(a: &CooTensor) -> usize {
+    let (Some(r), Some(c), &[rows, cols]) = (a.coords.first(), a.coords.get(1), &a.shape[..])
+    else {
+        return 0;
+    };
+    let nnz = a.nnz().min(r.len()).min(c.len());
+    SPMM_BSR_BLOCKS
+        .into_iter()
+        .find(|&b| {
+            let within = ((rows / b) * b, (cols / b) * b);
+            let (blocks, entries) = count_blocks(&r[..nnz], &c[..nnz], b, within);
+            let slots = blocks.saturating_mul(b * b).saturating_mul(1000);
+            entries > 0
+                && entries.saturating_mul(100) >= nnz.saturating_mul(99)
+                && slots <= entries.saturating_mul(SPMM_BSR_MAX_FILL)
+        })
+        .unwrap_or(0)
+}
+
+/// SpMM's schedule on `A` as `(+ (bsr block) remainder)`: the feature width `k` specialized and
+/// split by `chunk` (vector lanes), each block's columns then rows unrolled inside a block row's
+/// blocks, the block row's rows of `C` summed in registers ([`cached_rows_trace`] at the block
+/// row) — each row of `B` a block reads loaded once for the block's rows — and, where
+/// `parallel`, the block rows in parallel. No range checks: BSR's block rows and columns tile
+/// the matrix ([`lacuna_stage1::Tiles`]). The remainder (entries in the last rows and columns
+/// outside whole blocks) runs plainly.
+///
+/// [`cached_rows_trace`]: lacuna_schedule::stream::cached_rows_trace
+pub fn spmm_bsr_trace(
+    block: usize,
+    k: usize,
+    chunk: u64,
+    parallel: bool,
+) -> Vec<lacuna_schedule::Instruction> {
+    use lacuna_schedule::Instruction as I;
+    let mut trace = vec![
+        I::DecomposeFormat {
+            buffer: "A".into(),
+            into: format!("(+ (bsr {block}) remainder)"),
+        },
+        I::Specialize {
+            param: "feat".into(),
+            value: k as u64,
+        },
+        I::Split {
+            r#loop: "spmm_p0:k".into(),
+            factors: vec![None, Some(chunk)],
+        },
+        I::Reorder {
+            loops: vec!["k.0".into(), "jb.p0".into(), "j.p0".into(), "i.p0".into()],
+        },
+        I::Vectorize {
+            r#loop: "k.1".into(),
+        },
+        I::Unroll {
+            r#loop: "i.p0".into(),
+        },
+        I::Unroll {
+            r#loop: "j.p0".into(),
+        },
+    ];
+    trace.extend(lacuna_schedule::stream::cached_rows_trace(
+        "spmm_p0", "C", "ib.p0", "k.0",
+    ));
+    if parallel {
+        trace.push(I::Parallel {
+            r#loop: "ib.p0".into(),
         });
     }
     trace
@@ -3057,22 +3169,7 @@ pub fn preset_bytes(coo: &CooTensor, format: InfoFormat) -> Option<usize> {
             if b == 0 {
                 return None;
             }
-            // Stored blocks: distinct block columns per block row (entries of a block row
-            // are contiguous in row order).
-            let mut blocks = 0usize;
-            let mut cols = Vec::new();
-            let mut e = 0;
-            while e < nnz {
-                let br = r[e] / b;
-                cols.clear();
-                while e < nnz && r[e] / b == br {
-                    cols.push(c[e] / b);
-                    e += 1;
-                }
-                cols.sort_unstable();
-                cols.dedup();
-                blocks += cols.len();
-            }
+            let (blocks, _) = count_blocks(&r[..nnz], &c[..nnz], b, (usize::MAX, usize::MAX));
             let block = b.checked_mul(b)?.checked_mul(vb)?;
             sum(&[
                 (m.div_ceil(b).checked_add(1)?, pw),
@@ -3090,7 +3187,32 @@ pub fn preset_bytes(coo: &CooTensor, format: InfoFormat) -> Option<usize> {
     }
 }
 
-/// `n` copies of `v`, or `None` where this machine cannot hold them (instead of aborting).
+/// The `b`×`b` blocks (`b` at least 1) holding the entries at rows `r` and columns `c`
+/// (sorted by row) that lie below `within` (rows, columns), and how many entries those are:
+/// the distinct block columns of each block row, whose entries are contiguous in row order.
+fn count_blocks(r: &[usize], c: &[usize], b: usize, within: (usize, usize)) -> (usize, usize) {
+    let b = b.max(1);
+    let (mut blocks, mut entries) = (0usize, 0usize);
+    let mut cols = Vec::new();
+    let mut e = 0;
+    let nnz = r.len().min(c.len());
+    while e < nnz {
+        let br = r[e] / b;
+        cols.clear();
+        while e < nnz && r[e] / b == br {
+            if r[e] < within.0 && c[e] < within.1 {
+                cols.push(c[e] / b);
+            }
+            e += 1;
+        }
+        entries += cols.len();
+        cols.sort_unstable();
+        cols.dedup();
+        blocks += cols.len();
+    }
+    (blocks, entries)
+}
+
 /// The row pointers (CSR `indptr`, `m + 1` positions) of entries whose row coordinates are
 /// `rows`, grouped row by row: `Err(Some(r))` for the first row `r >= m`, `Err(None)` where the
 /// positions cannot be allocated.
@@ -3111,6 +3233,7 @@ fn row_pointers(m: usize, rows: &[usize]) -> Result<Vec<usize>, Option<usize>> {
     Ok(indptr)
 }
 
+/// `n` copies of `v`, or `None` where this machine cannot hold them (instead of aborting).
 fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
     let mut out = Vec::new();
     out.try_reserve_exact(n).ok()?;

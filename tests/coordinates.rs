@@ -376,3 +376,157 @@ fn rgcn_edge_types_are_relation_coordinates() {
         "{err:?}"
     );
 }
+
+/// A kernel reading `x` at whole tiles: `y[t * 2 + o] = x[t * 2 + o]` over tiles `T` of 2
+/// (`tiles` declared on `T` where `declared`).
+fn tiled(declared: bool, factor: u64) -> Program {
+    let decl = if declared {
+        format!(", tiles: Some((extent: \"n\", factor: {factor}))")
+    } else {
+        String::new()
+    };
+    let text = format!(
+        r#"(
+    version: 1,
+    name: "tiled",
+    params: ["n", "h"],
+    axes: [
+        (name: "I", kind: DenseFixed(n: "n")),
+        (name: "T", kind: DenseFixed(n: "h"){decl}),
+        (name: "O", kind: DenseFixed(n: "2")),
+    ],
+    buffers: [
+        (name: "x", axes: ["I"], dtype: F64),
+        (name: "y", axes: ["I"], dtype: F64, role: Output),
+    ],
+    body: [Iter((name: "g", axes: ["T", "O"], kinds: "SS", vars: ["t", "o"],
+        body: [Store("y[t * 2 + o] = 3.0 * x[t * 2 + o]")]))],
+)"#
+    );
+    Program::from_ron(&text).expect("the tiled kernel parses")
+}
+
+/// An axis declared to tile an extent (`Axis::tiles`, as BSR's block rows and columns are)
+/// indexes it as `t * factor + offset` without range checks; its extent times the factor must
+/// fit the tiled extent when bound (`BindError::Tiles`), and a factor of 0 or an undeclared
+/// extent do not verify. Undeclared, the same kernel keeps its checks; both agree with the
+/// reference on every target.
+#[test]
+fn tiles_index_without_range_checks_and_are_checked_when_bound() {
+    for declared in [false, true] {
+        let p = tiled(declared, 2);
+        verify(&p).expect("verifies");
+        assert_eq!(flat_text(&p).contains("select("), !declared);
+        let n = 9;
+        let x = values(n, 4);
+        let h = BTreeMap::from([("h".to_string(), 4)]);
+        let inputs = BTreeMap::from([("x".to_string(), dense(&[n], x.clone()))]);
+        let mut want: Vec<f64> = x.iter().map(|v| 3.0 * v).collect();
+        want[8] = 0.0;
+        let base = bind(&p, &inputs, &h).expect("4 tiles of 2 fit 9");
+        for target in [Target::InterpStage1, Target::Interp, Target::Jit] {
+            let exe = Executable::build(&p, target).expect("builds");
+            let mut b = base.clone();
+            lacuna::driver::reset_outputs(&p, &mut b);
+            exe.run(&p, &mut b).expect("runs");
+            let got = b.buffers["y"].to_f64_vec();
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 1e-12 * w.abs().max(1.0),
+                    "{}: {g} vs {w}",
+                    target.name()
+                );
+            }
+        }
+        let five = BTreeMap::from([("h".to_string(), 5)]);
+        let bound = bind(&p, &inputs, &five);
+        if declared {
+            let err = bound.expect_err("5 tiles of 2 exceed 9");
+            assert!(
+                matches!(&err, BindError::Tiles { axis, extent: 5, factor: 2, tiled, tiled_extent: 9 }
+                    if axis == "T" && tiled == "n"),
+                "{err:?}"
+            );
+            assert!(err.to_string().contains("exceed `n` = 9"), "{err}");
+        } else {
+            // Checked in the kernel instead: the tenth element is outside and skipped.
+            bound.expect("binds: the kernel checks each index");
+        }
+    }
+    let err = verify(&tiled(true, 0)).expect_err("a factor of 0");
+    assert!(
+        matches!(&err, VerifyError::Tiles { axis, .. } if axis == "T"),
+        "{err:?}"
+    );
+    let mut p = tiled(true, 2);
+    p.axes[1].tiles = Some(lacuna::stage1::Tiles {
+        extent: lacuna::stage1::Size::Param("w".into()),
+        factor: 2,
+    });
+    let err = verify(&p).expect_err("an undeclared extent");
+    assert!(
+        matches!(&err, VerifyError::UnknownParam { param, .. } if param == "w"),
+        "{err:?}"
+    );
+}
+
+/// BSR's block rows and columns tile the matrix (only blocks inside it are stored): its
+/// kernel indexes `B` and `C` unchecked, and data whose block counts exceed the matrix do not
+/// bind.
+#[test]
+fn bsr_blocks_tile_the_matrix() {
+    let p = kernel("spmm");
+    let trace = lacuna::driver::spmm_bsr_trace(2, 4, 4, false);
+    let s = lacuna::schedule::Schedule::replay(&p, &trace).expect("the schedule applies");
+    let scheduled = s.program().clone();
+    let tiles = |axis: &str| scheduled.axis(axis).and_then(|a| a.tiles.clone());
+    let size = |s: &str| lacuna::stage1::Size::Param(s.into());
+    assert_eq!(
+        tiles("A.p0.bi"),
+        Some(lacuna::stage1::Tiles {
+            extent: size("m"),
+            factor: 2
+        })
+    );
+    assert_eq!(
+        tiles("A.p0.bj"),
+        Some(lacuna::stage1::Tiles {
+            extent: size("n"),
+            factor: 2
+        })
+    );
+    assert!(!flat_text(&scheduled).contains("select("));
+    let (m, n, rows) = matrix();
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
+        ("B".to_string(), dense(&[n, 4], values(n * 4, 3))),
+    ]);
+    let given = convert_inputs(s.conversions(), &inputs).expect("converts");
+    assert_eq!(given.params["A.p0.mb"], (m / 2) as i64);
+    assert_eq!(given.params["A.p0.nb"], (n / 2) as i64);
+    bind_with(&scheduled, &inputs, &BTreeMap::new(), given.clone()).expect("binds");
+    // One block column too many (the coordinates stay in range of it).
+    let mut g = given.clone();
+    g.params.insert("A.p0.nb".into(), (n / 2 + 1) as i64);
+    let err = bind_with(&scheduled, &inputs, &BTreeMap::new(), g).expect_err("too many columns");
+    assert!(
+        matches!(&err, BindError::Tiles { axis, factor: 2, tiled_extent, .. }
+            if axis == "A.p0.bj" && *tiled_extent == n as i64),
+        "{err:?}"
+    );
+    // One (empty) block row too many.
+    let mut g = given;
+    g.params.insert("A.p0.mb".into(), (m / 2 + 1) as i64);
+    let axis = g.axes.get_mut("A.p0.bj").expect("block columns");
+    let indptr = axis.indptr.as_ref().expect("indptr").to_i64_vec();
+    let last = *indptr.last().expect("a position");
+    let mut longer = indptr;
+    longer.push(last);
+    axis.indptr = Some(ArrayData::I64(longer));
+    let err = bind_with(&scheduled, &inputs, &BTreeMap::new(), g).expect_err("too many rows");
+    assert!(
+        matches!(&err, BindError::Tiles { axis, factor: 2, tiled_extent, .. }
+            if axis == "A.p0.bi" && *tiled_extent == m as i64),
+        "{err:?}"
+    );
+}

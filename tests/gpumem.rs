@@ -52,7 +52,8 @@ fn spmm_bindings(file: &ScheduleFile, feat: usize) -> (Program, lacuna::stage1::
 
 const DYN: &str = "spmm_bsr_gpu_shared_dyn.ron";
 
-/// The cache of B under each nonzero block holds 2 x 2 x ceil(feat / 32) x 32 values: its
+/// The cache of B under each nonzero block holds its 2 rows of B, 2 x ceil(feat / 32) x 32
+/// values (no range checks: BSR's blocks tile the matrix, `lacuna_stage1::Tiles`): its
 /// extent reads `feat`, so it is dynamic shared memory: `.extern .shared` in the PTX, which
 /// `ptxas` assembles, and a launch size that follows `feat`.
 #[test]
@@ -80,7 +81,7 @@ fn dynamic_shared_cache_reaches_ptx_and_sizes_with_feat() {
         assert!(k.ptx.contains("st.shared.f64") && k.ptx.contains("bar.sync"));
         for feat in [1usize, 31, 32, 33, 1000] {
             let (_, b) = spmm_bindings(&file, feat);
-            let want = 4 * feat.div_ceil(32) * 32 * 8;
+            let want = 2 * feat.div_ceil(32) * 32 * 8;
             assert_eq!(
                 k.dynamic_shared_bytes(&b).expect("fits") as usize,
                 want,
@@ -91,15 +92,15 @@ fn dynamic_shared_cache_reaches_ptx_and_sizes_with_feat() {
 }
 
 /// Too much shared memory for the architecture is a typed error at launch (and under GPU
-/// semantics, which checks sm_90's limit), never a panic: 4 x 6016 doubles (188 KiB) fit
-/// sm_90 (227 KiB) but not sm_80 (163 KiB); 4 x 8192 (256 KiB) fit neither.
+/// semantics, which checks sm_90's limit), never a panic: 2 x 12032 doubles (188 KiB) fit
+/// sm_90 (227 KiB) but not sm_80 (163 KiB); 2 x 16384 (256 KiB) fit neither.
 #[test]
 fn too_much_dynamic_shared_memory_is_a_typed_error() {
     let file = schedule(DYN);
     let flat = flat_of(&kernel("spmm"), &file);
     let sm80 = compile_ptx(&flat, GpuArch::Sm80, &CodegenOptions::default()).expect("PTX");
     let sm90 = compile_ptx(&flat, GpuArch::Sm90, &CodegenOptions::default()).expect("PTX");
-    let (_, b) = spmm_bindings(&file, 6000);
+    let (_, b) = spmm_bindings(&file, 12_032);
     let e = sm80
         .dynamic_shared_bytes(&b)
         .expect_err("over sm_80's limit");
@@ -116,7 +117,7 @@ fn too_much_dynamic_shared_memory_is_a_typed_error() {
     );
     assert!(e.to_string().contains("sm_80"), "{e}");
     assert_eq!(sm90.dynamic_shared_bytes(&b).expect("fits sm_90"), 192_512);
-    let (scheduled, b) = spmm_bindings(&file, 8192);
+    let (scheduled, b) = spmm_bindings(&file, 16_384);
     let e = sm90
         .dynamic_shared_bytes(&b)
         .expect_err("over sm_90's limit");

@@ -75,9 +75,11 @@ pub fn bind_error(e: &lacuna_stage1::BindError) -> PyErr {
     use lacuna_stage1::BindError as B;
     let msg = e.to_string();
     match e {
-        B::Rank { .. } | B::ShapeMismatch { .. } | B::Length { .. } | B::CoordRange { .. } => {
-            ShapeError::new_err(msg)
-        }
+        B::Rank { .. }
+        | B::ShapeMismatch { .. }
+        | B::Length { .. }
+        | B::CoordRange { .. }
+        | B::Tiles { .. } => ShapeError::new_err(msg),
         B::MissingInput { .. }
         | B::UnknownInput { .. }
         | B::UnboundParam { .. }

@@ -328,6 +328,22 @@ pub enum BindError {
         /// What is wrong, with the position.
         reason: String,
     },
+    /// An axis declared to tile a larger extent has more coordinates than fit in it.
+    #[error(
+        "axis `{axis}`: {extent} coordinates of {factor} each exceed `{tiled}` = {tiled_extent}"
+    )]
+    Tiles {
+        /// The axis.
+        axis: String,
+        /// Its coordinate extent.
+        extent: i64,
+        /// Tiled coordinates per coordinate.
+        factor: u64,
+        /// The tiled extent's size.
+        tiled: String,
+        /// Its value.
+        tiled_extent: i64,
+    },
     /// A size parameter was given a negative value.
     #[error("parameter `{param}` = {value} must not be negative")]
     NegativeParam {
@@ -1050,6 +1066,36 @@ fn validate_coordinates(p: &Program, bindings: &dyn Structure) -> Result<(), Bin
     Ok(())
 }
 
+/// Checks each axis's [`Tiles`](crate::Tiles) assertion against the bound sizes: its coordinate
+/// extent times the factor within the tiled extent (kernels index the tiled axis without a
+/// range check). Sizes not bound are left to the kernels, which refuse to run without them.
+fn validate_tiles(p: &Program, params: &BTreeMap<String, i64>) -> Result<(), BindError> {
+    for a in &p.axes {
+        let Some(t) = &a.tiles else {
+            continue;
+        };
+        let (Some(extent), Some(tiled)) = (
+            size_value(a.kind.coord_extent(), params),
+            size_value(&t.extent, params),
+        ) else {
+            continue;
+        };
+        let covered = i64::try_from(t.factor)
+            .ok()
+            .and_then(|f| extent.checked_mul(f));
+        if covered.is_none_or(|c| c > tiled) {
+            return Err(BindError::Tiles {
+                axis: a.name.clone(),
+                extent,
+                factor: t.factor,
+                tiled: t.extent.to_string(),
+                tiled_extent: tiled,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Checks bindings against the program, as every kernel built from it assumes: each structure
 /// array against the parameters (lengths, monotone `indptr` starting at zero, coordinates in
 /// range, sorted and unique where the axis says so), coordinate buffers in range, and each
@@ -1086,6 +1132,7 @@ pub fn validate(p: &Program, bindings: &Bindings) -> Result<(), BindError> {
 
 pub(crate) fn validate_structure(p: &Program, bindings: &dyn Structure) -> Result<(), BindError> {
     validate_coordinates(p, bindings)?;
+    validate_tiles(p, bindings.params())?;
     for a in &p.axes {
         let Some(parent) = a.kind.parent() else {
             continue;

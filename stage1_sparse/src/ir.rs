@@ -93,6 +93,23 @@ pub struct Axis {
     /// the kernel computes them instead of loading the arrays, and binding checks the data.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub closed_forms: Vec<ClosedForm>,
+    /// Set where this axis's coordinates number whole tiles of a larger extent (BSR's block
+    /// rows and block columns, which hold only blocks inside the matrix): every coordinate `c`,
+    /// times the factor plus an offset below it, lies within the tiled extent. Checked when
+    /// data is bound; a kernel then indexes the tiled axis by `c * factor + offset` without a
+    /// range check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiles: Option<Tiles>,
+}
+
+/// What [`Axis::tiles`] asserts: the axis's coordinate extent times `factor` is at most
+/// `extent`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Tiles {
+    /// The tiled extent (of the matrix's rows or columns).
+    pub extent: Size,
+    /// Coordinates of the tiled extent per coordinate of this axis (the block edge).
+    pub factor: u64,
 }
 
 /// A closed form of an axis's structure array, in terms of the parent position `i` and the

@@ -28,7 +28,7 @@ pub use data::{
 pub use interp::{eval_binop, eval_unop, interpret, InterpError};
 pub use ir::{
     substitute, Axis, AxisKind, BinOp, Buffer, ClosedForm, Coiteration, Expr, IndexType, IterKind,
-    Iteration, Merge, Program, Region, Role, Semiring, Size, Stmt, Store, UnOp,
+    Iteration, Merge, Program, Region, Role, Semiring, Size, Stmt, Store, Tiles, UnOp,
     KERNEL_FORMAT_VERSION,
 };
 pub use parse::{parse_expr, parse_stmt_text, ParseError};

@@ -182,6 +182,7 @@ fn level_axes(buffer: &str, enc: &Encoding, dim_sizes: &[Size]) -> Result<LevelA
             idtype,
             sorted: true,
             closed_forms: vec![],
+            tiles: None,
         });
     }
     for (k, t) in types.iter().enumerate() {
@@ -248,6 +249,7 @@ fn level_axes(buffer: &str, enc: &Encoding, dim_sizes: &[Size]) -> Result<LevelA
             idtype,
             sorted: t.is_ordered() && t.is_unique(),
             closed_forms: vec![],
+            tiles: None,
         });
         names.push(name);
     }

@@ -39,6 +39,14 @@ pub enum VerifyError {
         /// The undeclared parameter.
         param: String,
     },
+    /// An axis's `tiles` assertion is malformed.
+    #[error("axis `{axis}`: tiles: {reason}")]
+    Tiles {
+        /// The axis.
+        axis: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A buffer's encoding is malformed or not supported in kernels.
     #[error("buffer `{buffer}`: encoding: {rendered}")]
     Encoding {
@@ -566,7 +574,15 @@ pub fn verify(p: &Program) -> Result<(), VerifyError> {
                 vec![n]
             }
         };
-        for s in sizes {
+        if let Some(t) = &a.tiles {
+            if t.factor == 0 {
+                return Err(VerifyError::Tiles {
+                    axis: a.name.clone(),
+                    reason: "the factor must be at least 1".into(),
+                });
+            }
+        }
+        for s in sizes.into_iter().chain(a.tiles.as_ref().map(|t| &t.extent)) {
             if let Size::Param(name) = s {
                 if !params.contains(name.as_str()) {
                     return Err(VerifyError::UnknownParam {

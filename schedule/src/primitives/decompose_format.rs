@@ -17,6 +17,7 @@ use crate::error::Condition;
 use lacuna_ir::DType;
 use lacuna_stage1::{
     Axis, AxisKind, BinOp, Buffer, Expr, IndexType, Iteration, Program, Role, Size, Stmt, Store,
+    Tiles,
 };
 use serde::{Deserialize, Serialize};
 
@@ -191,6 +192,7 @@ pub fn decompose_format(
                     idtype: IndexType::I64,
                     sorted: true,
                     closed_forms: vec![],
+                    tiles: None,
                 };
                 let s = Axis {
                     name: format!("{pn}.s"),
@@ -202,6 +204,7 @@ pub fn decompose_format(
                     idtype: IndexType::I64,
                     sorted: false,
                     closed_forms: vec![],
+                    tiles: None,
                 };
                 let row =
                     coordinates_buffer(format!("{pn}.row"), vec![r.name.clone()], DType::I64, &ai);
@@ -219,6 +222,12 @@ pub fn decompose_format(
             PartKind::Bsr(b) => {
                 p.params
                     .extend([format!("{pn}.mb"), format!("{pn}.nb"), format!("{pn}.nnzb")]);
+                // Only blocks inside the matrix are stored (`n_rows / b` block rows, `n_cols /
+                // b` block columns): a block's rows and columns need no range checks.
+                let rows = p
+                    .axis(&ai)
+                    .map(|a| a.kind.coord_extent().clone())
+                    .unwrap_or(Size::Const(0));
                 let bi = Axis {
                     name: format!("{pn}.bi"),
                     kind: AxisKind::DenseFixed {
@@ -227,6 +236,10 @@ pub fn decompose_format(
                     idtype: IndexType::I64,
                     sorted: true,
                     closed_forms: vec![],
+                    tiles: Some(Tiles {
+                        extent: rows,
+                        factor: *b as u64,
+                    }),
                 };
                 let bj = Axis {
                     name: format!("{pn}.bj"),
@@ -239,6 +252,10 @@ pub fn decompose_format(
                     idtype: IndexType::I64,
                     sorted: true,
                     closed_forms: vec![],
+                    tiles: Some(Tiles {
+                        extent: n.clone(),
+                        factor: *b as u64,
+                    }),
                 };
                 let ii = Axis {
                     name: format!("{pn}.ii"),
@@ -248,6 +265,7 @@ pub fn decompose_format(
                     idtype: IndexType::I64,
                     sorted: true,
                     closed_forms: vec![],
+                    tiles: None,
                 };
                 let jj = Axis {
                     name: format!("{pn}.jj"),
@@ -257,6 +275,7 @@ pub fn decompose_format(
                     idtype: IndexType::I64,
                     sorted: true,
                     closed_forms: vec![],
+                    tiles: None,
                 };
                 let vals = input_buffer(
                     pn.clone(),
@@ -994,6 +1013,7 @@ fn index_axis(name: String, kind: AxisKind, idtype: IndexType, sorted: bool) -> 
         idtype,
         sorted,
         closed_forms: vec![],
+        tiles: None,
     }
 }
 

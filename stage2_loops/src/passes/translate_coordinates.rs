@@ -21,7 +21,7 @@ use crate::passes::build_loop_nests::{
 use crate::passes::materialize_index_buffers::{indices_name, indptr_name};
 use crate::LowerError;
 use lacuna_ir::DType;
-use lacuna_stage1::{Axis, AxisKind, BinOp, Program};
+use lacuna_stage1::{Axis, AxisKind, BinOp, Program, Size};
 
 /// Translates every coordinate-form access of `f` (lowered from `p`) into positions.
 pub fn translate_coordinates(p: &Program, mut f: Func) -> Result<Func, LowerError> {
@@ -301,8 +301,7 @@ impl Translator<'_> {
                 Expr::Coord(v) => v,
                 computed => {
                     // A computed coordinate (e.g. `io * 2 + ii`): it may fall outside the
-                    // axis, so dense axes check its range too.
-                    let c = self.expr(computed, scope, pre)?;
+                    // axis, so dense axes check its range too — unless it is a whole tile's.
                     let y = self
                         .p
                         .axis(ax)
@@ -310,6 +309,8 @@ impl Translator<'_> {
                             what: format!("axis `{ax}`"),
                         })?
                         .clone();
+                    let within = self.tiled_within(&computed, &y, scope);
+                    let c = self.expr(computed, scope, pre)?;
                     direct_prev = false;
                     if self.holds_coordinates(&c, &y) {
                         // A value checked when bound to be a coordinate of an axis of this
@@ -317,7 +318,7 @@ impl Translator<'_> {
                         positions.push(Self::bind_value(c, pre, &mut self.counter));
                         continue;
                     }
-                    let pos = self.translate(buffer, &y, d, &positions, c, true)?;
+                    let pos = self.translate(buffer, &y, d, &positions, c, !within)?;
                     let pos = self.bind_position(pos, &mut guard, pre);
                     positions.push(pos);
                     continue;
@@ -467,6 +468,47 @@ impl Translator<'_> {
                 })
             }
         })
+    }
+
+    /// Whether the computed coordinate `c` (of dense axis `y`) is `t * f + o`: `t` the
+    /// coordinate of an iterator over an axis declared to tile `y`'s extent by `f`
+    /// ([`lacuna_stage1::Tiles`], checked when bound, as the iterator's coordinates are) and `o`
+    /// an iterator's over a dense axis of at most `f` coordinates. It then lies in `y`.
+    fn tiled_within(&self, c: &Expr, y: &Axis, scope: &[ScopeVar]) -> bool {
+        let AxisKind::DenseFixed { n } = &y.kind else {
+            return false;
+        };
+        let Expr::Binary(BinOp::Add, a, b) = c else {
+            return false;
+        };
+        let axis_of = |v: &str| {
+            self.lookup(scope, v)
+                .ok()
+                .and_then(|sv| self.p.axis(&sv.axis))
+        };
+        let tile = |e: &Expr| -> Option<u64> {
+            let Expr::Binary(BinOp::Mul, l, r) = e else {
+                return None;
+            };
+            let ((Expr::Coord(t), Expr::Int(f, _)) | (Expr::Int(f, _), Expr::Coord(t))) =
+                (l.as_ref(), r.as_ref())
+            else {
+                return None;
+            };
+            let tiles = axis_of(t)?.tiles.as_ref()?;
+            (tiles.extent == *n && i64::try_from(tiles.factor) == Ok(*f)).then_some(tiles.factor)
+        };
+        let offset_below = |e: &Expr, f: u64| {
+            let Expr::Coord(o) = e else {
+                return false;
+            };
+            axis_of(o).is_some_and(
+                |a| matches!(&a.kind, AxisKind::DenseFixed { n: Size::Const(m) } if *m <= f),
+            )
+        };
+        [(a, b), (b, a)]
+            .into_iter()
+            .any(|(t, o)| tile(t).is_some_and(|f| offset_below(o, f)))
     }
 
     /// Whether `c` loads an input declared `coordinates_of` an axis whose coordinates range
