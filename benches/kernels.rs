@@ -1,6 +1,7 @@
 //! Regression benchmarks: SpMV, SpMM (k = 32) and SDDMM (k = 32) on bundled matrices, and SpMM
-//! over `rcm`'s reordered rows (`lacuna::driver::spmm_rcm_trace`), each JIT-compiled and bound
-//! once, outside the timed loop.
+//! over `rcm`'s reordered rows (`lacuna::driver::spmm_rcm_trace`) and over BSR(2) blocks
+//! (`lacuna::driver::spmm_bsr_trace`), each JIT-compiled and bound once, outside the timed
+//! loop.
 //!
 //! ```bash
 //! cargo bench -p lacuna --bench kernels -- --save-baseline main   # on main
@@ -30,11 +31,17 @@ fn cases() -> Vec<(String, &'static str, usize, Option<ScheduleFile>)> {
         kernel: "spmm".into(),
         trace: lacuna::driver::spmm_rcm_trace(32, 32, true, false, false, true),
     };
+    let bsr = ScheduleFile {
+        version: 1,
+        kernel: "spmm".into(),
+        trace: lacuna::driver::spmm_bsr_trace(2, 32, 32, true),
+    };
     vec![
         ("spmv".into(), "spmv", 1, None),
         ("spmm_k32".into(), "spmm", 32, None),
         ("sddmm_k32".into(), "sddmm", 32, None),
         ("spmm_k32_rcm".into(), "spmm", 32, Some(rcm)),
+        ("spmm_k32_bsr2".into(), "spmm", 32, Some(bsr)),
     ]
 }
 
