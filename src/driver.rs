@@ -1646,7 +1646,10 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                 && data.rows.saturating_mul(row_bytes) >= SPMM_STREAM_MIN_BYTES;
             // Blocks keep at most 16 vectors of `C` in registers (`block` rows of `chunk`).
             let bsr_chunk = if k.is_multiple_of(32) { 32 } else { 16 };
-            if data.spmm_block > 0 && data.spmm_block * bsr_chunk <= 128 {
+            if data.spmm_block > 0
+                && data.spmm_block * bsr_chunk <= 128
+                && data.mean_row() >= SPMM_BSR_MIN_ROW
+            {
                 let trace = spmm_bsr_trace(
                     data.spmm_block,
                     k,
@@ -1892,6 +1895,18 @@ pub const SPMM_BSR_BLOCKS: [usize; 3] = [4, 3, 2];
 /// (1.61 at 2, 2.03 at 3) 0.103 → 0.117 (2), 0.131 (3).
 pub const SPMM_BSR_MAX_FILL: usize = 1100;
 
+/// Mean stored entries per row from which SpMM's built-in schedule stores whole blocks as BSR
+/// ([`spmm_block`]): shorter rows reuse a loaded row of `B` too little to pay for `C`'s
+/// separate init and its sums added into it (CSR's rows are set once, streamed where `C` is
+/// large). `lacuna bench`, min of 10 in two rounds alternating, ms (session 28, Xeon guest),
+/// CSR's built-in schedule → [`spmm_bsr_trace`], one / two threads, on generated matrices of
+/// dense blocks along a band: 60 entries per row (6000 rows of 2×2, 3×3 or 4×4 blocks) k = 128
+/// 0.53–0.57 / 0.59–0.62, k = 32 0.80–0.90 / 1.01–1.07; 60000 rows of 3×3, k = 128 0.62 / 0.65,
+/// k = 32 1.00 / 1.02; bcsstk16 (59) 0.60 / 0.64 and 0.70 / 0.84. With 14–28 entries per row
+/// BSR lost: 6000 rows of 3×3 (21) 1.32 / 1.27 at k = 128, 1.07 / 1.31 at k = 32; 60000 rows of
+/// 2×2, 3×3, 4×4 (14, 21, 28) 1.44–2.26 at k = 128, 1.21–1.49 at k = 32.
+pub const SPMM_BSR_MIN_ROW: f64 = 40.0;
+
 /// The block edge of SpMM's BSR for the 2-D matrix `a`: the first of [`SPMM_BSR_BLOCKS`] whose
 /// blocks inside the matrix (those `(+ (bsr b) remainder)` stores) hold its entries with at most
 /// [`SPMM_BSR_MAX_FILL`] slots per thousand entries, and hold nearly all of them (the rest, in
@@ -1961,9 +1976,10 @@ pub fn spmm_bsr_trace(
         "spmm_p0", "C", "ib.p0", "k.0",
     ));
     if parallel {
-        trace.push(I::Parallel {
-            r#loop: "ib.p0".into(),
-        });
+        // `C`'s init, a pass of its own before the blocks add into it, in parallel too: at two
+        // threads, SpMM at k = 32 on 6000 rows of 3×3 blocks took 0.16 ms with it serial, 0.10
+        // in parallel (CSR's built-in schedule: 0.11).
+        trace.extend(["ib.p0", "spmm_init:i"].map(|l| I::Parallel { r#loop: l.into() }));
     }
     trace
 }

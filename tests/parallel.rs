@@ -1807,11 +1807,11 @@ fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
 /// SpMM's built-in schedule stores `A` as BSR where its entries fill whole blocks (FEM
 /// matrices with several degrees of freedom per node): the largest of `SPMM_BSR_BLOCKS` whose
 /// blocks inside the matrix waste at most `SPMM_BSR_MAX_FILL` slots per thousand entries and
-/// hold nearly all of them. On a matrix of 3×3 blocks with two rows and a column beyond the
-/// last whole block (a few entries there, run as CSR), the statistics pick 3; the kernel
-/// indexes blocks without range checks, and gives the interpreter's `C` at 1 to 4 threads, bit
-/// for bit the same at each. Half-empty blocks, or too many entries outside whole blocks, are
-/// left to CSR.
+/// hold nearly all of them, in rows of `SPMM_BSR_MIN_ROW` entries or more on average. On a
+/// matrix of 3×3 blocks with two rows and a column beyond the last whole block (a few entries
+/// there, run as CSR), the statistics pick 3; the kernel indexes blocks without range checks,
+/// and gives the interpreter's `C` at 1 to 4 threads, bit for bit the same at each. Half-empty
+/// blocks, too many entries outside whole blocks, or shorter rows are left to CSR.
 #[test]
 fn builtin_spmm_stores_whole_blocks_as_bsr() {
     use lacuna::driver::{builtin_schedule, run_kernel, spmm_block, DataStats};
@@ -1820,7 +1820,8 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
     let mut half = Vec::new();
     for bi in 0..q {
         for bj in 0..n / 3 {
-            if (bi * 7 + bj * 3) % 11 != 0 && bi != bj {
+            // Every other block: 54 entries per row.
+            if (bi + bj) % 2 != 0 {
                 continue;
             }
             for i in 0..3 {
@@ -1853,6 +1854,25 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
     assert_eq!(spmm_block(&coo(m, n, &outside)), 0);
     assert_eq!(spmm_block(&coo(4, 4, &[])), 0);
     let p = example("spmm");
+    // Whole blocks in shorter rows (a third of the blocks dropped): CSR.
+    let sparse: Vec<_> = full
+        .iter()
+        .copied()
+        .filter(|&(r, c, _)| (r / 3 + 2 * (c / 3)) % 3 != 0 || r >= 120 || c >= 111)
+        .collect();
+    let short = coo(m, n, &sparse);
+    assert_eq!(spmm_block(&short), 3);
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(short)),
+        ("B".to_string(), dense(vec![n, 32], 5)),
+    ]);
+    let stats = DataStats::of(&inputs);
+    assert!(
+        stats.mean_row() < lacuna::driver::SPMM_BSR_MIN_ROW,
+        "{stats:?}"
+    );
+    let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+    assert!(!decomposes_into(&s, "(+ (bsr"), "{:?}", s.trace);
     for k in [32, 48, 128] {
         let inputs = BTreeMap::from([
             ("A".to_string(), Input::Coo(a.clone())),
