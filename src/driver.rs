@@ -1063,10 +1063,12 @@ pub struct DataStats {
     /// only, where `B` exceeds L2 and the stored order misses at least
     /// [`SPMM_RCM_MIN_GAIN`]; 1000 otherwise (no gain to have).
     pub rcm_far_permille: usize,
-    /// The block edge of SpMM's BSR (see [`spmm_block`]): the largest of [`SPMM_BSR_BLOCKS`]
-    /// whose blocks inside the matrix hold `A`'s entries with at most [`SPMM_BSR_MAX_FILL`]
-    /// slots per thousand entries; 0 where none does, or for kernels other than SpMM.
-    pub spmm_block: usize,
+    /// The block edge of the built-in schedules' BSR ([`whole_blocks`]): the largest of
+    /// [`BSR_BLOCKS`] whose blocks inside the matrix hold its entries with at most
+    /// [`BSR_MAX_FILL`] slots per thousand entries; 0 where none does, or where rows hold fewer
+    /// than [`BSR_MIN_ROW`] entries on average (not counted there: the rules read it only in
+    /// longer rows).
+    pub block: usize,
     /// Whether the host has streaming (non-temporal) vector stores
     /// ([`lacuna_target::host_stream_bytes`]; see [`SPMM_STREAM_MIN_BYTES`]). A property of the
     /// host.
@@ -1253,17 +1255,22 @@ pub struct MatrixProfile {
     pub row_changes_permille: usize,
     /// [`diagonal_count`].
     pub diagonals: usize,
+    /// [`whole_blocks`], in rows of [`BSR_MIN_ROW`] entries or more on average (0 otherwise).
+    pub block: usize,
 }
 
 impl MatrixProfile {
     /// The statistics of a 2-D matrix.
     pub fn of(a: &CooTensor) -> MatrixProfile {
+        let rows = a.shape.first().copied().unwrap_or(0);
+        let long_rows = rows > 0 && a.nnz() as f64 >= BSR_MIN_ROW * rows as f64;
         MatrixProfile {
             nnz: a.nnz(),
-            rows: a.shape.first().copied().unwrap_or(0),
+            rows,
             scattered_permille: scattered_gathers(a),
             row_changes_permille: row_length_changes(a),
             diagonals: diagonal_count(a),
+            block: if long_rows { whole_blocks(a) } else { 0 },
         }
     }
 }
@@ -1329,23 +1336,17 @@ impl DataStats {
             scattered_permille: m.scattered_permille,
             row_changes_permille: m.row_changes_permille,
             diagonals: m.diagonals,
+            block: m.block,
             ..DataStats::host()
         }
     }
 
     /// `self` with SpMM's statistics of its matrix `a` filled in, where the feature width is
-    /// set: its block edge ([`spmm_block`]), and where `B` exceeds L2 (left 0 otherwise: the
-    /// rules read them there only) its panel statistics ([`spmm_panel_stats`] at
-    /// [`spmm_panel_width`], over a window of L2's size in rows of `B`) and its far gathers in
-    /// `rcm`'s order ([`spmm_rcm_far`], same window).
+    /// set and `B` exceeds L2 (left 0 otherwise: the rules read them there only): its panel
+    /// statistics ([`spmm_panel_stats`] at [`spmm_panel_width`], over a window of L2's size in
+    /// rows of `B`) and its far gathers in `rcm`'s order ([`spmm_rcm_far`], same window).
     pub fn with_spmm_stats(self, a: &CooTensor) -> DataStats {
-        if self.feat.is_none() {
-            return self;
-        }
-        let stats = DataStats {
-            spmm_block: spmm_block(a),
-            ..self
-        };
+        let stats = self;
         let Some(k) = stats.feat.filter(|_| stats.gathered_bytes > stats.l2()) else {
             return stats;
         };
@@ -1646,16 +1647,9 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                 && data.rows.saturating_mul(row_bytes) >= SPMM_STREAM_MIN_BYTES;
             // Blocks keep at most 16 vectors of `C` in registers (`block` rows of `chunk`).
             let bsr_chunk = if k.is_multiple_of(32) { 32 } else { 16 };
-            if data.spmm_block > 0
-                && data.spmm_block * bsr_chunk <= 128
-                && data.mean_row() >= SPMM_BSR_MIN_ROW
-            {
-                let trace = spmm_bsr_trace(
-                    data.spmm_block,
-                    k,
-                    bsr_chunk as u64,
-                    nnz >= PARALLEL_MIN_NNZ,
-                );
+            if data.block > 0 && data.block * bsr_chunk <= 128 && data.mean_row() >= BSR_MIN_ROW {
+                let trace =
+                    spmm_bsr_trace(data.block, k, bsr_chunk as u64, nnz >= PARALLEL_MIN_NNZ);
                 if let Some(file) = replayable(p, trace) {
                     return Some(file);
                 }
@@ -1717,6 +1711,11 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         // No gathers: rows and columns are computed.
         let trace = spmv_lanes_trace(SPMV_DIA, nnz >= PARALLEL_MIN_NNZ, false);
         if let Some(file) = replayable(p, trace) {
+            return Some(file);
+        }
+    }
+    if p.name == "spmv" && data.block > 0 && data.mean_row() >= BSR_MIN_ROW {
+        if let Some(file) = replayable(p, spmv_bsr_trace(data.block, nnz >= PARALLEL_MIN_NNZ)) {
             return Some(file);
         }
     }
@@ -1883,20 +1882,20 @@ pub fn spmm_rows_trace(
     trace
 }
 
-/// The block edges SpMM's built-in schedule tries for BSR, largest first (see [`spmm_block`]).
-pub const SPMM_BSR_BLOCKS: [usize; 3] = [4, 3, 2];
+/// The block edges SpMM's built-in schedule tries for BSR, largest first (see [`whole_blocks`]).
+pub const BSR_BLOCKS: [usize; 3] = [4, 3, 2];
 
 /// Slots per thousand entries up to which SpMM's built-in schedule stores `A` as BSR
-/// ([`spmm_block`]). Each block's rows of `C` stay in registers and each row of `B` a block
+/// ([`whole_blocks`]). Each block's rows of `C` stay in registers and each row of `B` a block
 /// reads is loaded once for all its rows, but every slot costs a multiply-add, padding too.
 /// `lacuna bench`, k = 32, one thread, min of 30, ms (session 28, Xeon guest), CSR's built-in
 /// schedule → [`spmm_bsr_trace`]: bcsstk16 (3×3 blocks of its 3 degrees of freedom per node:
 /// fill 1.02 at b = 3, 1.25 at 2, 1.72 at 4) 0.34 → 0.27 (b = 3), 0.32 (2), 0.46 (4); bcsstk13
 /// (1.61 at 2, 2.03 at 3) 0.103 → 0.117 (2), 0.131 (3).
-pub const SPMM_BSR_MAX_FILL: usize = 1100;
+pub const BSR_MAX_FILL: usize = 1100;
 
 /// Mean stored entries per row from which SpMM's built-in schedule stores whole blocks as BSR
-/// ([`spmm_block`]): shorter rows reuse a loaded row of `B` too little to pay for `C`'s
+/// ([`whole_blocks`]): shorter rows reuse a loaded row of `B` too little to pay for `C`'s
 /// separate init and its sums added into it (CSR's rows are set once, streamed where `C` is
 /// large). `lacuna bench`, min of 10 in two rounds alternating, ms (session 28, Xeon guest),
 /// CSR's built-in schedule → [`spmm_bsr_trace`], one / two threads, on generated matrices of
@@ -1905,19 +1904,19 @@ pub const SPMM_BSR_MAX_FILL: usize = 1100;
 /// k = 32 1.00 / 1.02; bcsstk16 (59) 0.60 / 0.64 and 0.70 / 0.84. With 14–28 entries per row
 /// BSR lost: 6000 rows of 3×3 (21) 1.32 / 1.27 at k = 128, 1.07 / 1.31 at k = 32; 60000 rows of
 /// 2×2, 3×3, 4×4 (14, 21, 28) 1.44–2.26 at k = 128, 1.21–1.49 at k = 32.
-pub const SPMM_BSR_MIN_ROW: f64 = 40.0;
+pub const BSR_MIN_ROW: f64 = 40.0;
 
-/// The block edge of SpMM's BSR for the 2-D matrix `a`: the first of [`SPMM_BSR_BLOCKS`] whose
+/// The block edge of SpMM's BSR for the 2-D matrix `a`: the first of [`BSR_BLOCKS`] whose
 /// blocks inside the matrix (those `(+ (bsr b) remainder)` stores) hold its entries with at most
-/// [`SPMM_BSR_MAX_FILL`] slots per thousand entries, and hold nearly all of them (the rest, in
+/// [`BSR_MAX_FILL`] slots per thousand entries, and hold nearly all of them (the rest, in
 /// the last rows and columns, runs as CSR); 0 where none does.
-pub fn spmm_block(a: &CooTensor) -> usize {
+pub fn whole_blocks(a: &CooTensor) -> usize {
     let (Some(r), Some(c), &[rows, cols]) = (a.coords.first(), a.coords.get(1), &a.shape[..])
     else {
         return 0;
     };
     let nnz = a.nnz().min(r.len()).min(c.len());
-    SPMM_BSR_BLOCKS
+    BSR_BLOCKS
         .into_iter()
         .find(|&b| {
             let within = ((rows / b) * b, (cols / b) * b);
@@ -1925,7 +1924,7 @@ pub fn spmm_block(a: &CooTensor) -> usize {
             let slots = blocks.saturating_mul(b * b).saturating_mul(1000);
             entries > 0
                 && entries.saturating_mul(100) >= nnz.saturating_mul(99)
-                && slots <= entries.saturating_mul(SPMM_BSR_MAX_FILL)
+                && slots <= entries.saturating_mul(BSR_MAX_FILL)
         })
         .unwrap_or(0)
 }
@@ -1980,6 +1979,49 @@ pub fn spmm_bsr_trace(
         // threads, SpMM at k = 32 on 6000 rows of 3×3 blocks took 0.16 ms with it serial, 0.10
         // in parallel (CSR's built-in schedule: 0.11).
         trace.extend(["ib.p0", "spmm_init:i"].map(|l| I::Parallel { r#loop: l.into() }));
+    }
+    trace
+}
+
+/// SpMV's schedule on `A` as `(+ (bsr block) remainder)`: each block's columns then rows
+/// unrolled (an element of `x` loaded once for the block's rows), the block row's elements of
+/// `y` summed in registers ([`cached_rows_trace`]'s cache, at the block row), and where
+/// `parallel` the block rows and `y`'s init in parallel; the remainder runs plainly. Unchecked
+/// indices, as [`spmm_bsr_trace`]'s. The built-in schedule uses it where [`whole_blocks`] finds
+/// blocks in rows of [`BSR_MIN_ROW`] entries or more. `lacuna bench`, min of 100 in two to four
+/// rounds alternating (session 28, Xeon guest), the built-in schedule before (sliced ELL or
+/// vector rows) → this, one / two threads: bcsstk16 (3×3 blocks, 59 entries per row) 0.74 /
+/// 1.09 of the time (0.115 / 0.034 → 0.085 / 0.037 ms: at two threads each half fits L2
+/// either way, and a block row's sums wait on one multiply-add after another); generated
+/// block matrices with 60 entries per row, 6000 rows of 2×2, 3×3, 4×4 blocks 0.74–0.90 /
+/// 0.85–1.01, 60000 rows of 3×3 0.77 / 0.81.
+///
+/// [`cached_rows_trace`]: lacuna_schedule::stream::cached_rows_trace
+pub fn spmv_bsr_trace(block: usize, parallel: bool) -> Vec<lacuna_schedule::Instruction> {
+    use lacuna_schedule::Instruction as I;
+    let mut trace = vec![
+        I::DecomposeFormat {
+            buffer: "A".into(),
+            into: format!("(+ (bsr {block}) remainder)"),
+        },
+        I::Reorder {
+            loops: vec!["jb.p0".into(), "j.p0".into(), "i.p0".into()],
+        },
+        I::Unroll {
+            r#loop: "i.p0".into(),
+        },
+        I::Unroll {
+            r#loop: "j.p0".into(),
+        },
+        I::ReverseCacheWrite {
+            block: "spmv_p0".into(),
+            buffer: "y".into(),
+            scope: "local".into(),
+            at: Some("ib.p0".into()),
+        },
+    ];
+    if parallel {
+        trace.extend(["ib.p0", "spmv_init:i"].map(|l| I::Parallel { r#loop: l.into() }));
     }
     trace
 }

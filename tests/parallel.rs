@@ -172,6 +172,30 @@ proptest! {
         // SpMM over BSR blocks of 2, 3 and 4 (the rest, in the last rows and columns, as
         // CSR), indexed without range checks, each block row's rows of `C` in registers, the
         // block rows in parallel.
+        let spmv = example("spmv");
+        let spmv_inputs = BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))]);
+        let spmv_want = values(&lacuna::driver::run_kernel(&spmv, &spmv_inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs").outputs["y"]);
+        for block in 2..=4 {
+            let file = lacuna::schedule::ScheduleFile {
+                version: 1,
+                kernel: "spmv".into(),
+                trace: lacuna::driver::spmv_bsr_trace(block, true),
+            };
+            let mut first = None;
+            for threads in 1..=4 {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+                let got = pool.install(|| lacuna::driver::run_kernel_scheduled(&spmv, Some(&file), &spmv_inputs, &BTreeMap::new(), Target::Jit, 1)).expect("bsr schedule runs");
+                let got = values(&got.outputs["y"]);
+                prop_assert_eq!(got.len(), spmv_want.len());
+                for (x, y) in got.iter().zip(&spmv_want) {
+                    prop_assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "spmv bsr {} with {} threads: {} vs {}", block, threads, x, y);
+                }
+                match &first {
+                    None => first = Some(got),
+                    Some(f) => prop_assert_eq!(&got, f, "spmv bsr {} with {} threads vs 1", block, threads),
+                }
+            }
+        }
         for block in 2..=4 {
             let file = lacuna::schedule::ScheduleFile {
                 version: 1,
@@ -1804,17 +1828,17 @@ fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
     }
 }
 
-/// SpMM's built-in schedule stores `A` as BSR where its entries fill whole blocks (FEM
-/// matrices with several degrees of freedom per node): the largest of `SPMM_BSR_BLOCKS` whose
-/// blocks inside the matrix waste at most `SPMM_BSR_MAX_FILL` slots per thousand entries and
-/// hold nearly all of them, in rows of `SPMM_BSR_MIN_ROW` entries or more on average. On a
+/// SpMM's (and SpMV's) built-in schedule stores `A` as BSR where its entries fill whole blocks (FEM
+/// matrices with several degrees of freedom per node): the largest of `BSR_BLOCKS` whose
+/// blocks inside the matrix waste at most `BSR_MAX_FILL` slots per thousand entries and
+/// hold nearly all of them, in rows of `BSR_MIN_ROW` entries or more on average. On a
 /// matrix of 3×3 blocks with two rows and a column beyond the last whole block (a few entries
 /// there, run as CSR), the statistics pick 3; the kernel indexes blocks without range checks,
 /// and gives the interpreter's `C` at 1 to 4 threads, bit for bit the same at each. Half-empty
 /// blocks, too many entries outside whole blocks, or shorter rows are left to CSR.
 #[test]
 fn builtin_spmm_stores_whole_blocks_as_bsr() {
-    use lacuna::driver::{builtin_schedule, run_kernel, spmm_block, DataStats};
+    use lacuna::driver::{builtin_schedule, run_kernel, whole_blocks, DataStats};
     let (q, m, n) = (40usize, 122usize, 112usize);
     let mut full = Vec::new();
     let mut half = Vec::new();
@@ -1844,15 +1868,15 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
         e.sort_by_key(|x| (x.0, x.1));
     }
     let a = coo(m, n, &full);
-    assert_eq!(spmm_block(&a), 3);
-    assert_eq!(spmm_block(&coo(m, n, &half)), 0);
+    assert_eq!(whole_blocks(&a), 3);
+    assert_eq!(whole_blocks(&coo(m, n, &half)), 0);
     // Entries outside whole blocks beyond one in a hundred: not BSR.
     let mut outside = full.clone();
     outside.extend((0..m).map(|r| (r, 111, 1.0)));
     outside.sort_by_key(|x| (x.0, x.1));
     outside.dedup_by_key(|x| (x.0, x.1));
-    assert_eq!(spmm_block(&coo(m, n, &outside)), 0);
-    assert_eq!(spmm_block(&coo(4, 4, &[])), 0);
+    assert_eq!(whole_blocks(&coo(m, n, &outside)), 0);
+    assert_eq!(whole_blocks(&coo(4, 4, &[])), 0);
     let p = example("spmm");
     // Whole blocks in shorter rows (a third of the blocks dropped): CSR.
     let sparse: Vec<_> = full
@@ -1861,16 +1885,13 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
         .filter(|&(r, c, _)| (r / 3 + 2 * (c / 3)) % 3 != 0 || r >= 120 || c >= 111)
         .collect();
     let short = coo(m, n, &sparse);
-    assert_eq!(spmm_block(&short), 3);
+    assert_eq!(whole_blocks(&short), 3);
     let inputs = BTreeMap::from([
         ("A".to_string(), Input::Coo(short)),
         ("B".to_string(), dense(vec![n, 32], 5)),
     ]);
     let stats = DataStats::of(&inputs);
-    assert!(
-        stats.mean_row() < lacuna::driver::SPMM_BSR_MIN_ROW,
-        "{stats:?}"
-    );
+    assert!(stats.mean_row() < lacuna::driver::BSR_MIN_ROW, "{stats:?}");
     let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
     assert!(!decomposes_into(&s, "(+ (bsr"), "{:?}", s.trace);
     for k in [32, 48, 128] {
@@ -1879,7 +1900,7 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
             ("B".to_string(), dense(vec![n, k], 5)),
         ]);
         let stats = DataStats::of(&inputs);
-        assert_eq!(stats.spmm_block, 3, "{stats:?}");
+        assert_eq!(stats.block, 3, "{stats:?}");
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
         assert!(
             decomposes_into(&s, "(+ (bsr 3) remainder)"),
@@ -1896,4 +1917,18 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
         let want = want.outputs["C"].values().to_f64_vec();
         assert_threads_agree(&p, &s, &inputs, &want);
     }
+    // SpMV too, by the same statistics.
+    let spmv = example("spmv");
+    let inputs = BTreeMap::from([
+        ("A".to_string(), Input::Coo(a.clone())),
+        ("x".to_string(), dense(vec![n], 6)),
+    ]);
+    let s = builtin_schedule(&spmv, &DataStats::of(&inputs)).expect("a built-in schedule");
+    assert!(
+        decomposes_into(&s, "(+ (bsr 3) remainder)"),
+        "{:?}",
+        s.trace
+    );
+    let want = run_kernel(&spmv, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+    assert_threads_agree(&spmv, &s, &inputs, &want.outputs["y"].values().to_f64_vec());
 }
