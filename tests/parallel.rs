@@ -146,76 +146,30 @@ proptest! {
         }
         // SpMM over `rcm`'s rows (every row once, in reverse Cuthill–McKee order), each row
         // summed in registers and stored once (streamed where the width splits evenly), the
-        // rows in parallel.
+        // rows in parallel; SpMM and SpMV over BSR blocks of 2, 3 and 4 (the rest, in the last
+        // rows and columns, as CSR), indexed without range checks, each block row's rows of
+        // the result in registers, the block rows in parallel.
+        let file = |kernel: &str, trace| lacuna::schedule::ScheduleFile {
+            version: 1,
+            kernel: kernel.into(),
+            trace,
+        };
+        let reference = |p: &Program, inputs: &BTreeMap<String, Input>, out: &str| {
+            values(&lacuna::driver::run_kernel(p, inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs").outputs[out])
+        };
         let p = example("spmm");
         let inputs = BTreeMap::from([("A".to_string(), a.clone()), ("B".to_string(), dense(vec![n, k], 2))]);
-        let file = lacuna::schedule::ScheduleFile {
-            version: 1,
-            kernel: "spmm".into(),
-            trace: lacuna::driver::spmm_rcm_trace(k, 2, k % 2 == 0, false, k % 2 == 0, true),
-        };
-        let want = values(&lacuna::driver::run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs").outputs["C"]);
-        let mut first = None;
-        for threads in 1..=4 {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-            let got = pool.install(|| lacuna::driver::run_kernel_scheduled(&p, Some(&file), &inputs, &BTreeMap::new(), Target::Jit, 1)).expect("rcm schedule runs");
-            let got = values(&got.outputs["C"]);
-            prop_assert_eq!(got.len(), want.len());
-            for (x, y) in got.iter().zip(&want) {
-                prop_assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "rcm with {} threads: {} vs {}", threads, x, y);
-            }
-            match &first {
-                None => first = Some(got),
-                Some(f) => prop_assert_eq!(&got, f, "rcm with {} threads vs 1", threads),
-            }
-        }
-        // SpMM over BSR blocks of 2, 3 and 4 (the rest, in the last rows and columns, as
-        // CSR), indexed without range checks, each block row's rows of `C` in registers, the
-        // block rows in parallel.
+        let want = reference(&p, &inputs, "C");
+        let rcm = lacuna::driver::spmm_rcm_trace(k, 2, k % 2 == 0, false, k % 2 == 0, true);
+        assert_threads_agree(&p, &file("spmm", rcm), &inputs, &want);
         let spmv = example("spmv");
         let spmv_inputs = BTreeMap::from([("A".to_string(), a.clone()), ("x".to_string(), dense(vec![n], 1))]);
-        let spmv_want = values(&lacuna::driver::run_kernel(&spmv, &spmv_inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs").outputs["y"]);
+        let spmv_want = reference(&spmv, &spmv_inputs, "y");
         for block in 2..=4 {
-            let file = lacuna::schedule::ScheduleFile {
-                version: 1,
-                kernel: "spmv".into(),
-                trace: lacuna::driver::spmv_bsr_trace(block, true),
-            };
-            let mut first = None;
-            for threads in 1..=4 {
-                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-                let got = pool.install(|| lacuna::driver::run_kernel_scheduled(&spmv, Some(&file), &spmv_inputs, &BTreeMap::new(), Target::Jit, 1)).expect("bsr schedule runs");
-                let got = values(&got.outputs["y"]);
-                prop_assert_eq!(got.len(), spmv_want.len());
-                for (x, y) in got.iter().zip(&spmv_want) {
-                    prop_assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "spmv bsr {} with {} threads: {} vs {}", block, threads, x, y);
-                }
-                match &first {
-                    None => first = Some(got),
-                    Some(f) => prop_assert_eq!(&got, f, "spmv bsr {} with {} threads vs 1", block, threads),
-                }
-            }
-        }
-        for block in 2..=4 {
-            let file = lacuna::schedule::ScheduleFile {
-                version: 1,
-                kernel: "spmm".into(),
-                trace: lacuna::driver::spmm_bsr_trace(block, k, 2, true),
-            };
-            let mut first = None;
-            for threads in 1..=4 {
-                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-                let got = pool.install(|| lacuna::driver::run_kernel_scheduled(&p, Some(&file), &inputs, &BTreeMap::new(), Target::Jit, 1)).expect("bsr schedule runs");
-                let got = values(&got.outputs["C"]);
-                prop_assert_eq!(got.len(), want.len());
-                for (x, y) in got.iter().zip(&want) {
-                    prop_assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "bsr {} with {} threads: {} vs {}", block, threads, x, y);
-                }
-                match &first {
-                    None => first = Some(got),
-                    Some(f) => prop_assert_eq!(&got, f, "bsr {} with {} threads vs 1", block, threads),
-                }
-            }
+            let bsr = lacuna::driver::spmm_bsr_trace(block, k, 2, true);
+            assert_threads_agree(&p, &file("spmm", bsr), &inputs, &want);
+            let bsr = lacuna::driver::spmv_bsr_trace(block, true);
+            assert_threads_agree(&spmv, &file("spmv", bsr), &spmv_inputs, &spmv_want);
         }
     }
 }
