@@ -333,7 +333,9 @@ impl CompiledKernel {
     ///   `lacuna_stage1::check_length` for the written buffers): lengths, `indptr` monotone from
     ///   zero, coordinates in range, sorted where the axis says so, each coordinate once in a
     ///   buffer declared a permutation (`rcm`'s row ids: two iterations of a parallel row loop
-    ///   would otherwise write one row);
+    ///   would otherwise write one row), and each axis declared to tile an extent
+    ///   (`lacuna_stage1::Tiles`: BSR's block rows and columns) within it, as the kernel indexes
+    ///   the tiled axis without a range check;
     /// - no array the kernel writes overlaps another array, and nothing else reads or writes
     ///   them during the call.
     pub unsafe fn run_raw(&self, b: &RawBindings) -> Result<(), RuntimeError> {
