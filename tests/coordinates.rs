@@ -497,6 +497,26 @@ fn bsr_blocks_tile_the_matrix() {
     );
     assert!(!flat_text(&scheduled).contains("select("));
     let (m, n, rows) = matrix();
+    // Sizes specialized after the decomposition: the tiles follow them.
+    let mut fixed = trace.clone();
+    fixed.splice(
+        1..1,
+        [("m", m), ("n", n)].map(|(param, value)| lacuna::schedule::Instruction::Specialize {
+            param: param.into(),
+            value: value as u64,
+        }),
+    );
+    let f = lacuna::schedule::Schedule::replay(&p, &fixed).expect("specializes");
+    let fp = f.program();
+    assert_eq!(
+        fp.axis("A.p0.bi").and_then(|a| a.tiles.clone()),
+        Some(lacuna::stage1::Tiles {
+            extent: lacuna::stage1::Size::Const(m as u64),
+            factor: 2
+        })
+    );
+    verify(fp).expect("verifies");
+    assert!(!flat_text(fp).contains("select("));
     let inputs = BTreeMap::from([
         ("A".to_string(), Input::Coo(to_coo(m, n, &rows))),
         ("B".to_string(), dense(&[n, 4], values(n * 4, 3))),

@@ -90,6 +90,9 @@ pub fn specialize(mut p: Program, param: &str, value: u64) -> Result<Program, Co
             }
             AxisKind::Attached { n, .. } => fix(n),
         }
+        if let Some(t) = &mut a.tiles {
+            fix(&mut t.extent);
+        }
     }
     Ok(p)
 }
