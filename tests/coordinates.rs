@@ -496,6 +496,11 @@ fn bsr_blocks_tile_the_matrix() {
         })
     );
     assert!(!flat_text(&scheduled).contains("select("));
+    let printed = lacuna::stage1::print_program(&scheduled);
+    assert!(
+        printed.contains("A.p0.bi = dense_fixed(A.p0.mb)  // tiles m by 2"),
+        "{printed}"
+    );
     let (m, n, rows) = matrix();
     // Sizes specialized after the decomposition: the tiles follow them.
     let mut fixed = trace.clone();

@@ -168,6 +168,9 @@ fn axis_line(a: &Axis) -> String {
             attrs.push("unsorted".into());
         }
     }
+    if let Some(t) = &a.tiles {
+        attrs.push(format!("tiles {} by {}", t.extent, t.factor));
+    }
     let attrs = if attrs.is_empty() {
         String::new()
     } else {
