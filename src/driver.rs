@@ -1346,13 +1346,12 @@ impl DataStats {
     /// statistics ([`spmm_panel_stats`] at [`spmm_panel_width`], over a window of L2's size in
     /// rows of `B`) and its far gathers in `rcm`'s order ([`spmm_rcm_far`], same window).
     pub fn with_spmm_stats(self, a: &CooTensor) -> DataStats {
-        let stats = self;
-        let Some(k) = stats.feat.filter(|_| stats.gathered_bytes > stats.l2()) else {
-            return stats;
+        let Some(k) = self.feat.filter(|_| self.gathered_bytes > self.l2()) else {
+            return self;
         };
         let row_bytes = k.max(1).saturating_mul(std::mem::size_of::<f64>());
-        let width = spmm_panel_width(stats.l2_bytes, k) as usize;
-        let window = stats.l2() / row_bytes;
+        let width = spmm_panel_width(self.l2_bytes, k) as usize;
+        let window = self.l2() / row_bytes;
         let (far_rows_permille, panel_runs) = spmm_panel_stats(a, width, window);
         // The order only where it could gain (it costs a pass over the graph).
         let rcm_far_permille = if far_rows_permille >= SPMM_RCM_MIN_GAIN {
@@ -1364,7 +1363,7 @@ impl DataStats {
             far_rows_permille,
             panel_runs,
             rcm_far_permille,
-            ..stats
+            ..self
         }
     }
 
@@ -1647,9 +1646,8 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
                 && data.rows.saturating_mul(row_bytes) >= SPMM_STREAM_MIN_BYTES;
             // Blocks keep at most 16 vectors of `C` in registers (`block` rows of `chunk`).
             let bsr_chunk = if k.is_multiple_of(32) { 32 } else { 16 };
-            if data.block > 0 && data.block * bsr_chunk <= 128 && data.mean_row() >= BSR_MIN_ROW {
-                let trace =
-                    spmm_bsr_trace(data.block, k, bsr_chunk as u64, nnz >= PARALLEL_MIN_NNZ);
+            if let Some(b) = by_blocks(data).filter(|b| b * bsr_chunk <= 128) {
+                let trace = spmm_bsr_trace(b, k, bsr_chunk as u64, nnz >= PARALLEL_MIN_NNZ);
                 if let Some(file) = replayable(p, trace) {
                     return Some(file);
                 }
@@ -1714,8 +1712,8 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             return Some(file);
         }
     }
-    if p.name == "spmv" && data.block > 0 && data.mean_row() >= BSR_MIN_ROW {
-        if let Some(file) = replayable(p, spmv_bsr_trace(data.block, nnz >= PARALLEL_MIN_NNZ)) {
+    if let Some(b) = by_blocks(data).filter(|_| p.name == "spmv") {
+        if let Some(file) = replayable(p, spmv_bsr_trace(b, nnz >= PARALLEL_MIN_NNZ)) {
             return Some(file);
         }
     }
@@ -1850,15 +1848,8 @@ pub fn spmm_rows_trace(
     prefetch: bool,
 ) -> Vec<lacuna_schedule::Instruction> {
     use lacuna_schedule::Instruction as I;
-    let mut trace = vec![
-        I::Specialize {
-            param: "feat".into(),
-            value: k as u64,
-        },
-        I::Split {
-            r#loop: l.feature.into(),
-            factors: vec![None, Some(chunk)],
-        },
+    let mut trace = feature_chunks(l.feature, k, chunk).to_vec();
+    trace.extend([
         I::Reorder {
             loops: vec!["k.0".into(), l.entries.into()],
         },
@@ -1871,7 +1862,7 @@ pub fn spmm_rows_trace(
                 r#loop: "k.1".into(),
             }
         },
-    ];
+    ]);
     if prefetch {
         trace.push(I::Annotate {
             r#loop: l.entries.into(),
@@ -1882,11 +1873,11 @@ pub fn spmm_rows_trace(
     trace
 }
 
-/// The block edges SpMM's built-in schedule tries for BSR, largest first (see [`whole_blocks`]).
+/// The block edges the built-in schedules try for BSR, largest first (see [`whole_blocks`]).
 pub const BSR_BLOCKS: [usize; 3] = [4, 3, 2];
 
-/// Slots per thousand entries up to which SpMM's built-in schedule stores `A` as BSR
-/// ([`whole_blocks`]). Each block's rows of `C` stay in registers and each row of `B` a block
+/// Slots per thousand entries up to which the built-in schedules store `A` as BSR
+/// ([`whole_blocks`], [`by_blocks`]); measured on SpMM. Each block's rows of `C` stay in registers and each row of `B` a block
 /// reads is loaded once for all its rows, but every slot costs a multiply-add, padding too.
 /// `lacuna bench`, k = 32, one thread, min of 30, ms (session 28, Xeon guest), CSR's built-in
 /// schedule → [`spmm_bsr_trace`]: bcsstk16 (3×3 blocks of its 3 degrees of freedom per node:
@@ -1894,8 +1885,8 @@ pub const BSR_BLOCKS: [usize; 3] = [4, 3, 2];
 /// (1.61 at 2, 2.03 at 3) 0.103 → 0.117 (2), 0.131 (3).
 pub const BSR_MAX_FILL: usize = 1100;
 
-/// Mean stored entries per row from which SpMM's built-in schedule stores whole blocks as BSR
-/// ([`whole_blocks`]): shorter rows reuse a loaded row of `B` too little to pay for `C`'s
+/// Mean stored entries per row from which the built-in schedules store whole blocks as BSR
+/// ([`by_blocks`]; SpMV's measurements are at [`spmv_bsr_trace`]). For SpMM: shorter rows reuse a loaded row of `B` too little to pay for `C`'s
 /// separate init and its sums added into it (CSR's rows are set once, streamed where `C` is
 /// large). `lacuna bench`, min of 10 in two rounds alternating, ms (session 28, Xeon guest),
 /// CSR's built-in schedule → [`spmm_bsr_trace`], one / two threads, on generated matrices of
@@ -1906,7 +1897,7 @@ pub const BSR_MAX_FILL: usize = 1100;
 /// 2×2, 3×3, 4×4 (14, 21, 28) 1.44–2.26 at k = 128, 1.21–1.49 at k = 32.
 pub const BSR_MIN_ROW: f64 = 40.0;
 
-/// The block edge of SpMM's BSR for the 2-D matrix `a`: the first of [`BSR_BLOCKS`] whose
+/// The block edge of BSR for the 2-D matrix `a`: the first of [`BSR_BLOCKS`] whose
 /// blocks inside the matrix (those `(+ (bsr b) remainder)` stores) hold its entries with at most
 /// [`BSR_MAX_FILL`] slots per thousand entries, and hold nearly all of them (the rest, in
 /// the last rows and columns, runs as CSR); 0 where none does.
@@ -1929,6 +1920,13 @@ pub fn whole_blocks(a: &CooTensor) -> usize {
         .unwrap_or(0)
 }
 
+/// The block edge SpMM's and SpMV's built-in schedules store `A` in as BSR
+/// ([`spmm_bsr_trace`], [`spmv_bsr_trace`]): [`DataStats::block`], where rows hold
+/// [`BSR_MIN_ROW`] entries or more on average.
+pub fn by_blocks(data: &DataStats) -> Option<usize> {
+    (data.block > 0 && data.mean_row() >= BSR_MIN_ROW).then_some(data.block)
+}
+
 /// SpMM's schedule on `A` as `(+ (bsr block) remainder)`: the feature width `k` specialized and
 /// split by `chunk` (vector lanes), each block's columns then rows unrolled inside a block row's
 /// blocks, the block row's rows of `C` summed in registers ([`cached_rows_trace`] at the block
@@ -1945,32 +1943,15 @@ pub fn spmm_bsr_trace(
     parallel: bool,
 ) -> Vec<lacuna_schedule::Instruction> {
     use lacuna_schedule::Instruction as I;
-    let mut trace = vec![
-        I::DecomposeFormat {
-            buffer: "A".into(),
-            into: format!("(+ (bsr {block}) remainder)"),
-        },
-        I::Specialize {
-            param: "feat".into(),
-            value: k as u64,
-        },
-        I::Split {
-            r#loop: "spmm_p0:k".into(),
-            factors: vec![None, Some(chunk)],
-        },
-        I::Reorder {
-            loops: vec!["k.0".into(), "jb.p0".into(), "j.p0".into(), "i.p0".into()],
-        },
-        I::Vectorize {
-            r#loop: "k.1".into(),
-        },
-        I::Unroll {
-            r#loop: "i.p0".into(),
-        },
-        I::Unroll {
-            r#loop: "j.p0".into(),
-        },
-    ];
+    let mut trace = vec![I::DecomposeFormat {
+        buffer: "A".into(),
+        into: format!("(+ (bsr {block}) remainder)"),
+    }];
+    trace.extend(feature_chunks("spmm_p0:k", k, chunk));
+    trace.extend(bsr_block_order(&["k.0"]));
+    trace.push(I::Vectorize {
+        r#loop: "k.1".into(),
+    });
     trace.extend(lacuna_schedule::stream::cached_rows_trace(
         "spmm_p0", "C", "ib.p0", "k.0",
     ));
@@ -1983,13 +1964,32 @@ pub fn spmm_bsr_trace(
     trace
 }
 
+/// A BSR part's blocks with their columns outside their rows (after the loops `before`, moved
+/// out of the block row's blocks), both unrolled: what a column multiplies (an element of `x`,
+/// a row of `B`) is loaded once for the block's rows.
+fn bsr_block_order(before: &[&str]) -> Vec<lacuna_schedule::Instruction> {
+    use lacuna_schedule::Instruction as I;
+    let loops = before.iter().chain(&["jb.p0", "j.p0", "i.p0"]);
+    vec![
+        I::Reorder {
+            loops: loops.map(|l| l.to_string()).collect(),
+        },
+        I::Unroll {
+            r#loop: "i.p0".into(),
+        },
+        I::Unroll {
+            r#loop: "j.p0".into(),
+        },
+    ]
+}
+
 /// SpMV's schedule on `A` as `(+ (bsr block) remainder)`: each block's columns then rows
 /// unrolled (an element of `x` loaded once for the block's rows), the block row's elements of
 /// `y` summed in registers ([`cached_rows_trace`]'s cache, at the block row), and where
 /// `parallel` the block rows and `y`'s init in parallel; the remainder runs plainly. Unchecked
-/// indices, as [`spmm_bsr_trace`]'s. The built-in schedule uses it where [`whole_blocks`] finds
-/// blocks in rows of [`BSR_MIN_ROW`] entries or more. `lacuna bench`, min of 100 in two to four
-/// rounds alternating (session 28, Xeon guest), the built-in schedule before (sliced ELL or
+/// indices, as [`spmm_bsr_trace`]'s. The built-in schedule uses it where [`by_blocks`] says.
+/// `lacuna bench`, min of 100 in two to four rounds alternating (session 28, Xeon guest), the
+/// built-in schedule before (sliced ELL or
 /// vector rows) → this, one / two threads: bcsstk16 (3×3 blocks, 59 entries per row) 0.74 /
 /// 1.09 of the time (0.115 / 0.034 → 0.085 / 0.037 ms: at two threads each half fits L2
 /// either way, and a block row's sums wait on one multiply-add after another); generated
@@ -1999,31 +1999,37 @@ pub fn spmm_bsr_trace(
 /// [`cached_rows_trace`]: lacuna_schedule::stream::cached_rows_trace
 pub fn spmv_bsr_trace(block: usize, parallel: bool) -> Vec<lacuna_schedule::Instruction> {
     use lacuna_schedule::Instruction as I;
-    let mut trace = vec![
-        I::DecomposeFormat {
-            buffer: "A".into(),
-            into: format!("(+ (bsr {block}) remainder)"),
-        },
-        I::Reorder {
-            loops: vec!["jb.p0".into(), "j.p0".into(), "i.p0".into()],
-        },
-        I::Unroll {
-            r#loop: "i.p0".into(),
-        },
-        I::Unroll {
-            r#loop: "j.p0".into(),
-        },
-        I::ReverseCacheWrite {
-            block: "spmv_p0".into(),
-            buffer: "y".into(),
-            scope: "local".into(),
-            at: Some("ib.p0".into()),
-        },
-    ];
+    let mut trace = vec![I::DecomposeFormat {
+        buffer: "A".into(),
+        into: format!("(+ (bsr {block}) remainder)"),
+    }];
+    trace.extend(bsr_block_order(&[]));
+    trace.push(I::ReverseCacheWrite {
+        block: "spmv_p0".into(),
+        buffer: "y".into(),
+        scope: "local".into(),
+        at: Some("ib.p0".into()),
+    });
     if parallel {
         trace.extend(["ib.p0", "spmv_init:i"].map(|l| I::Parallel { r#loop: l.into() }));
     }
     trace
+}
+
+/// SpMM's feature width `k` specialized and its loop `feature` split by `chunk` (`k.0` outside,
+/// `k.1` inside): the start of every register blocking of SpMM's built-in schedules.
+fn feature_chunks(feature: &str, k: usize, chunk: u64) -> [lacuna_schedule::Instruction; 2] {
+    use lacuna_schedule::Instruction as I;
+    [
+        I::Specialize {
+            param: "feat".into(),
+            value: k as u64,
+        },
+        I::Split {
+            r#loop: feature.into(),
+            factors: vec![None, Some(chunk)],
+        },
+    ]
 }
 
 /// Far gathers saved, in thousandths of `A`'s entries ([`DataStats::far_rows_permille`] less
