@@ -34,7 +34,13 @@ fn cases() -> Vec<(String, &'static str, usize, Option<ScheduleFile>)> {
     let bsr = ScheduleFile {
         version: 1,
         kernel: "spmm".into(),
-        trace: lacuna::driver::spmm_bsr_trace(2, 32, 32, true),
+        // The host's chunk (32 with AVX-512, 16 with AVX2), as the built-in schedule picks it.
+        trace: lacuna::driver::spmm_bsr_trace(
+            2,
+            32,
+            lacuna::driver::bsr_chunk(2, 32, lacuna_target::host_vector_f64s()).unwrap_or(4),
+            true,
+        ),
     };
     vec![
         ("spmv".into(), "spmv", 1, None),

@@ -1069,6 +1069,10 @@ pub struct DataStats {
     /// than [`BSR_MIN_ROW`] entries on average (not counted there: the rules read it only in
     /// longer rows).
     pub block: usize,
+    /// How many f64 values the host's vector registers hold in all
+    /// ([`lacuna_target::host_vector_f64s`]; 0 where unknown, read as AVX-512's: see
+    /// [`bsr_chunk`]). A property of the host.
+    pub vector_f64s: usize,
     /// Whether the host has streaming (non-temporal) vector stores
     /// ([`lacuna_target::host_stream_bytes`]; see [`SPMM_STREAM_MIN_BYTES`]). A property of the
     /// host.
@@ -1278,7 +1282,7 @@ impl MatrixProfile {
 impl DataStats {
     /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
     /// `hw_prefetches_rows`, `gathers_rows`, `whole_width_blocks`, `l2_bytes`,
-    /// `stream_stores`): the base the data's statistics are filled into.
+    /// `stream_stores`, `vector_f64s`): the base the data's statistics are filled into.
     pub fn host() -> DataStats {
         DataStats {
             vector_masks: lacuna_target::host_has_vector_masks(),
@@ -1288,6 +1292,7 @@ impl DataStats {
             whole_width_blocks: lacuna_target::host_blocks_whole_width(),
             l2_bytes: lacuna_target::host_l2_bytes(),
             stream_stores: lacuna_target::host_stream_bytes().is_some(),
+            vector_f64s: lacuna_target::host_vector_f64s(),
             ..DataStats::default()
         }
     }
@@ -1644,10 +1649,10 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             let stream = data.stream_stores
                 && row_bytes >= SPMM_STREAM_MIN_ROW_BYTES
                 && data.rows.saturating_mul(row_bytes) >= SPMM_STREAM_MIN_BYTES;
-            // Blocks keep at most 16 vectors of `C` in registers (`block` rows of `chunk`).
-            let bsr_chunk = if k.is_multiple_of(32) { 32 } else { 16 };
-            if let Some(b) = by_blocks(data).filter(|b| b * bsr_chunk <= 128) {
-                let trace = spmm_bsr_trace(b, k, bsr_chunk as u64, nnz >= PARALLEL_MIN_NNZ);
+            let blocks =
+                by_blocks(data).and_then(|b| Some((b, bsr_chunk(b, k, data.vector_f64s)?)));
+            if let Some((b, bsr_chunk)) = blocks {
+                let trace = spmm_bsr_trace(b, k, bsr_chunk, nnz >= PARALLEL_MIN_NNZ);
                 if let Some(file) = replayable(p, trace) {
                     return Some(file);
                 }
@@ -1925,6 +1930,24 @@ pub fn whole_blocks(a: &CooTensor) -> usize {
 /// [`BSR_MIN_ROW`] entries or more on average.
 pub fn by_blocks(data: &DataStats) -> Option<usize> {
     (data.block > 0 && data.mean_row() >= BSR_MIN_ROW).then_some(data.block)
+}
+
+/// The feature chunk of SpMM's BSR register blocking ([`spmm_bsr_trace`]) of `block` rows at
+/// feature width `k` on a host whose vector registers hold `vector_f64s` f64 values
+/// ([`lacuna_target::host_vector_f64s`]; 0 when unknown, read as AVX-512's 256): the largest of
+/// 32, 16, 8 and 4 that divides `k` and keeps the block's accumulators (`block` rows of it)
+/// within half of the registers, the rest left to the rows of `B` and the block's values;
+/// `None` where none does. With AVX-512 that is 32 (16 where `k` is not a multiple of 32) for
+/// blocks up to 4 rows; with AVX2, 16 for 2 rows and 8 for 3 or 4. `lacuna bench`, bcsstk16
+/// (3×3 blocks) at k = 32, one / two threads, min of 20, ms (session 29, AMD EPYC Zen 3 guest,
+/// AVX2): chunk 32 (24 registers of sums: they spill) 1.27 / 0.69, 16 0.91 / 0.44, 8 0.76 /
+/// 0.39.
+pub fn bsr_chunk(block: usize, k: usize, vector_f64s: usize) -> Option<u64> {
+    let room = if vector_f64s == 0 { 256 } else { vector_f64s } / 2;
+    [32, 16, 8, 4]
+        .into_iter()
+        .find(|&c| k.is_multiple_of(c) && block.saturating_mul(c) <= room)
+        .map(|c| c as u64)
 }
 
 /// SpMM's schedule on `A` as `(+ (bsr block) remainder)`: the feature width `k` specialized and

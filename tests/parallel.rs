@@ -1792,7 +1792,7 @@ fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
 /// blocks, too many entries outside whole blocks, or shorter rows are left to CSR.
 #[test]
 fn builtin_spmm_stores_whole_blocks_as_bsr() {
-    use lacuna::driver::{builtin_schedule, run_kernel, whole_blocks, DataStats};
+    use lacuna::driver::{bsr_chunk, builtin_schedule, run_kernel, whole_blocks, DataStats};
     let (q, m, n) = (40usize, 122usize, 112usize);
     let mut full = Vec::new();
     let mut half = Vec::new();
@@ -1870,7 +1870,32 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
         let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
         let want = want.outputs["C"].values().to_f64_vec();
         assert_threads_agree(&p, &s, &inputs, &want);
+        // The block's sums fit half the register file, whatever this host's: AVX-512's 256
+        // values (32 at a time where k allows) and AVX2's 64 (8 at a time for 3 rows).
+        for (registers, chunk) in [(256, if k % 32 == 0 { 32 } else { 16 }), (64, 8)] {
+            assert_eq!(bsr_chunk(3, k, registers), Some(chunk));
+            let host = DataStats {
+                vector_f64s: registers,
+                ..stats
+            };
+            let s = builtin_schedule(&p, &host).expect("a built-in schedule");
+            let split = s.trace.iter().find_map(|i| match i {
+                lacuna::schedule::Instruction::Split { r#loop, factors }
+                    if r#loop == "spmm_p0:k" =>
+                {
+                    Some(factors.clone())
+                }
+                _ => None,
+            });
+            assert_eq!(split, Some(vec![None, Some(chunk)]), "{:?}", s.trace);
+            assert_threads_agree(&p, &s, &inputs, &want);
+        }
     }
+    // No chunk of 4 or more divides the width, or fits: no register blocking of blocks.
+    assert_eq!(bsr_chunk(3, 34, 256), None);
+    assert_eq!(bsr_chunk(16, 32, 64), None);
+    assert_eq!(bsr_chunk(2, 32, 64), Some(16));
+    assert_eq!(bsr_chunk(4, 64, 0), Some(32));
     // SpMV too, by the same statistics.
     let spmv = example("spmv");
     let inputs = BTreeMap::from([

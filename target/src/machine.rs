@@ -57,6 +57,40 @@ pub fn host_stream_bytes() -> Option<u32> {
     })
 }
 
+/// How many f64 values the host's vector registers hold in all: 32 registers of 8 with
+/// AVX-512F, 16 of 4 with AVX, 16 of 2 on other x86-64 (SSE2), 32 of 2 on AArch64 (NEON), 32
+/// elsewhere. Register blockings keep their accumulators within half of it (SpMM's BSR
+/// chunk, `lacuna::driver::bsr_chunk`): a blocking sized for AVX-512 spills on AVX2. Read once
+/// from LLVM's view of the host.
+pub fn host_vector_f64s() -> usize {
+    static F64S: OnceLock<usize> = OnceLock::new();
+    *F64S.get_or_init(|| {
+        vector_f64s(
+            &TargetMachine::get_default_triple()
+                .as_str()
+                .to_string_lossy(),
+            &TargetMachine::get_host_cpu_features().to_string_lossy(),
+        )
+    })
+}
+
+/// [`host_vector_f64s`] for a target triple and an LLVM feature string.
+fn vector_f64s(triple: &str, features: &str) -> usize {
+    if triple.starts_with("x86_64") {
+        if has_avx512f(features) {
+            32 * 8
+        } else if has_feature(features, "+avx") {
+            16 * 4
+        } else {
+            16 * 2
+        }
+    } else if triple.starts_with("aarch64") {
+        32 * 2
+    } else {
+        32
+    }
+}
+
 /// [`host_stream_bytes`] for a target triple and an LLVM feature string.
 fn stream_bytes(triple: &str, features: &str) -> Option<u32> {
     match (
@@ -364,7 +398,7 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 mod tests {
     use super::{
         amx_core, assembles_gathers, cache_bytes, gathers_rows, has_avx512f, masks_long_rows,
-        prefetches_rows,
+        prefetches_rows, vector_f64s,
     };
 
     /// Sizes as sysfs writes them; anything else is unreadable, not a guess.
@@ -431,5 +465,17 @@ mod tests {
         assert!(has_avx512f("+sse2,+avx2,+avx512f,+fma"));
         assert!(!has_avx512f("+sse2,-avx512f,+avx512fp16"));
         assert!(!has_avx512f(""));
+    }
+
+    /// The register file by the widest vector feature enabled: a disabled AVX-512F counts as
+    /// absent.
+    #[test]
+    fn vector_registers_are_counted_by_the_widest_feature() {
+        let x86 = "x86_64-unknown-linux-gnu";
+        assert_eq!(vector_f64s(x86, "+sse2,+avx,+avx2,+avx512f"), 256);
+        assert_eq!(vector_f64s(x86, "+sse2,+avx,+avx2,-avx512f"), 64);
+        assert_eq!(vector_f64s(x86, "+sse2"), 32);
+        assert_eq!(vector_f64s("aarch64-unknown-linux-gnu", "+neon"), 64);
+        assert_eq!(vector_f64s("riscv64gc-unknown-linux-gnu", ""), 32);
     }
 }
