@@ -2711,6 +2711,19 @@ impl CoExecutable {
                 },
             ));
         }
+        // Equal segments run as masked vector loops, which hosts without mask registers
+        // (AVX2) emulate: SpAdd C = A + Aᵀ, one thread, `lacuna run --repeat 30`, min of three
+        // rounds alternating, ms (session 29, AMD EPYC Zen 3 guest), with → without: wing 0.75
+        // → 0.43, ct2010 2.65 → 1.11, de2010 0.66 → 0.48, vt2010 0.99 → 0.69, email-Enron 1.50
+        // → 1.23, cage11 1.77 → 1.56.
+        let kernel = if target == Target::Jit
+            && kernel.plan.equal_segments
+            && !lacuna_target::host_has_vector_masks()
+        {
+            kernel.with_equal_segments(false)?
+        } else {
+            kernel
+        };
         let compiled = match target {
             Target::Jit => Some(CompiledCoKernel::new(&kernel)?),
             _ => None,

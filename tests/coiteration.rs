@@ -2061,4 +2061,31 @@ fn equal_segments_take_vector_loops() {
         }
         check(&run_all_compiled(&add3, &inputs), &sum);
     }
+    // Without them (the JIT's choice on hosts without vector mask registers, where masked
+    // lanes are emulated): the merge alone, in both index widths, the same results.
+    let formats = [("A", "csr"), ("B", "csr"), ("C", "csr")];
+    let add = CoKernel::new(&kernel("spadd", &formats, transpose_allowed())).expect("lowers");
+    let plain = add.with_equal_segments(false).expect("lowers");
+    assert!(!plain.plan.equal_segments);
+    let narrow = plain
+        .with_index(lacuna::ir::DType::I32)
+        .expect("lowers narrow");
+    assert!(!narrow.plan.equal_segments, "kept by the narrowing");
+    for k in [&plain, &narrow] {
+        assert!(!lacuna::stage2::print_func(&k.compute).contains(".eq.len"));
+    }
+    let mut c = compile_kernel(plain);
+    c.narrow = Some(Box::new(compile_kernel(narrow)));
+    for (pa, pb) in &pairs {
+        let (inputs, sum, _) = add_and_mul((m, n), pa, pb);
+        check(&run_all_compiled(&c, &inputs), &sum);
+    }
+    let masks = lacuna::target::host_has_vector_masks();
+    let exe = CoExecutable::new(add.clone(), Target::Jit).expect("compiles");
+    assert_eq!(exe.kernel().plan.equal_segments, masks);
+    let interp = CoExecutable::new(add, Target::Interp).expect("an interpreter");
+    assert!(
+        interp.kernel().plan.equal_segments,
+        "the plan, where nothing is compiled"
+    );
 }

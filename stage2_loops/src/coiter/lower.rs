@@ -78,6 +78,12 @@ pub struct Plan {
     /// widen to `i64`; the result's positions and every counter stay `i64`, and its
     /// coordinates are [`Plan::result_index`].
     pub index: DType,
+    /// Whether the compute pass merges short segments holding the same coordinates as straight
+    /// masked vector loops first ([`Gen::equal_segments`]): planned on; the JIT turns it off on
+    /// hosts without vector mask registers (`lacuna::driver::CoExecutable::new`), where
+    /// masked lanes are emulated and the merge alone is faster
+    /// ([`super::CoKernel::with_equal_segments`]).
+    pub equal_segments: bool,
 }
 
 /// The parameters bounding the row loop of a [`Plan::parallel_rows`] kernel whose result is
@@ -479,6 +485,7 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
         parallel_rows,
         one_pass,
         index: DType::I64,
+        equal_segments: true,
     })
 }
 
@@ -1103,6 +1110,7 @@ impl Gen<'_> {
         its: &[It],
     ) -> Result<Vec<Stmt>, CoiterError> {
         let applies = self.pass == Pass::Compute
+            && self.plan.equal_segments
             && matches!(self.sink, Sink::Emit)
             && !self.in_ws
             && depth + 1 == self.plan.order.len()

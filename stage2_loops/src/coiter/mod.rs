@@ -129,6 +129,14 @@ impl CoKernel {
         Self::lowered(self.assignment.clone(), plan)
     }
 
+    /// The kernel lowered again with [`Plan::equal_segments`] set to `on`: without them, rows
+    /// whose operands hold the same coordinates go through the merge loops like any other.
+    pub fn with_equal_segments(&self, on: bool) -> Result<CoKernel, CoiterError> {
+        let mut plan = self.plan.clone();
+        plan.equal_segments = on;
+        Self::lowered(self.assignment.clone(), plan)
+    }
+
     /// The same kernel with 32-bit indices ([`Plan::index`]), with `b`'s index arrays
     /// converted to them, when every operand position and coordinate bound in `b` and every
     /// coordinate the result can hold fit in `i32`; `Ok(None)`, with `b` unchanged, when one
