@@ -38,7 +38,8 @@ fn cases() -> Vec<(String, &'static str, usize, Option<ScheduleFile>)> {
         trace: lacuna::driver::spmm_bsr_trace(
             2,
             32,
-            lacuna::driver::bsr_chunk(2, 32, lacuna_target::host_vector_f64s()).unwrap_or(4),
+            lacuna::driver::bsr_chunk(2, 32, lacuna_target::host_vector_f64s())
+                .expect("2 rows of 8 fit any host's registers"),
             true,
         ),
     };

@@ -1649,8 +1649,8 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             let stream = data.stream_stores
                 && row_bytes >= SPMM_STREAM_MIN_ROW_BYTES
                 && data.rows.saturating_mul(row_bytes) >= SPMM_STREAM_MIN_BYTES;
-            let blocks =
-                by_blocks(data).and_then(|b| Some((b, bsr_chunk(b, k, data.vector_f64s)?)));
+            let blocks = by_blocks(data)
+                .and_then(|b| bsr_chunk(b, k, data.vector_f64s).map(|chunk| (b, chunk)));
             if let Some((b, bsr_chunk)) = blocks {
                 let trace = spmm_bsr_trace(b, k, bsr_chunk, nnz >= PARALLEL_MIN_NNZ);
                 if let Some(file) = replayable(p, trace) {

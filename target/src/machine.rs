@@ -48,12 +48,8 @@ pub fn host_has_vector_masks() -> bool {
 pub fn host_stream_bytes() -> Option<u32> {
     static BYTES: OnceLock<Option<u32>> = OnceLock::new();
     *BYTES.get_or_init(|| {
-        stream_bytes(
-            &TargetMachine::get_default_triple()
-                .as_str()
-                .to_string_lossy(),
-            &TargetMachine::get_host_cpu_features().to_string_lossy(),
-        )
+        let (triple, features) = host_triple_and_features();
+        stream_bytes(&triple, &features)
     })
 }
 
@@ -65,13 +61,23 @@ pub fn host_stream_bytes() -> Option<u32> {
 pub fn host_vector_f64s() -> usize {
     static F64S: OnceLock<usize> = OnceLock::new();
     *F64S.get_or_init(|| {
-        vector_f64s(
-            &TargetMachine::get_default_triple()
-                .as_str()
-                .to_string_lossy(),
-            &TargetMachine::get_host_cpu_features().to_string_lossy(),
-        )
+        let (triple, features) = host_triple_and_features();
+        vector_f64s(&triple, &features)
     })
+}
+
+/// LLVM's default target triple and the host CPU's feature string, which the host properties
+/// above are read from.
+fn host_triple_and_features() -> (String, String) {
+    (
+        TargetMachine::get_default_triple()
+            .as_str()
+            .to_string_lossy()
+            .into_owned(),
+        TargetMachine::get_host_cpu_features()
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 /// [`host_vector_f64s`] for a target triple and an LLVM feature string.
