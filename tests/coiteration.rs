@@ -2089,3 +2089,139 @@ fn equal_segments_take_vector_loops() {
         "the plan, where nothing is compiled"
     );
 }
+
+/// The one-pass function tries blocks of `ROW_BLOCK` rows at once where the operands store
+/// the same coordinates in every row of the block (`row_blocks`): SpAdd and SpMul over 200
+/// rows (three whole blocks and a partial one) of 0 to 22 entries, with operands that share
+/// the pattern, that differ in one coordinate of one row (same lengths), whose rows of one
+/// block differ in length but not in total (also where the block's coordinates, read in
+/// order, are the same), and that differ everywhere; every path (JIT,
+/// interpreter, reference, one pass, 32-bit indices), with the blocks and without, equals the
+/// dense reference, and so does the one-pass function run as two chunks of rows split inside
+/// a block (the second appending from where the first ended). Only the one-pass function has
+/// the blocks, and its loops vectorize.
+#[test]
+fn row_blocks_compute_blocks_of_equal_rows() {
+    use lacuna::stage2::coiter::lower::ROW_BLOCK;
+    let (m, n) = (200usize, 96usize);
+    assert!(m as i64 > 3 * ROW_BLOCK && m as i64 % ROW_BLOCK != 0);
+    let row = |i: usize| -> Vec<usize> { (0..(i * 7) % 23).map(|k| (k * 5 + i) % n).collect() };
+    let shared: Pattern = (0..m)
+        .flat_map(|i| row(i).into_iter().map(move |c| (i, c)))
+        .collect();
+    let free = |r: &Pattern, i: usize| (0..n).find(|&c| !r.contains(&(i, c))).expect("room");
+    // One coordinate of row 70 moved to a free column.
+    let mut moved = shared.clone();
+    let last = *moved
+        .range((70, 0)..(71, 0))
+        .last()
+        .expect("row 70 holds entries");
+    moved.remove(&last);
+    moved.insert((70, free(&shared, 70)));
+    // Row 130 one entry shorter and row 131 one longer: the block's total is the same.
+    let mut shifted = shared.clone();
+    let last = *shifted
+        .range((130, 0)..(131, 0))
+        .last()
+        .expect("row 130 holds entries");
+    shifted.remove(&last);
+    shifted.insert((131, free(&shared, 131)));
+    assert_eq!(shifted.len(), shared.len());
+    // Rows 140 and 141 split one run of coordinates differently: [10, 20 | 30] and
+    // [10 | 20, 30] (the block's coordinates, read in order, are the same).
+    let resplit = |cut: usize| -> Pattern {
+        let mut p: Pattern = shared
+            .iter()
+            .filter(|(i, _)| !(140..142).contains(i))
+            .copied()
+            .collect();
+        p.extend(
+            [10, 20, 30]
+                .iter()
+                .enumerate()
+                .map(|(k, &c)| (140 + usize::from(k >= cut), c)),
+        );
+        p
+    };
+    let bits: Vec<bool> = (0..89).map(|x| (x * 29 + 3) % 5 < 2).collect();
+    let other = pattern(m, n, &bits);
+    let pairs = [
+        (shared.clone(), shared.clone()),
+        (shared.clone(), moved.clone()),
+        (shifted.clone(), shared.clone()),
+        (resplit(2), resplit(1)),
+        (shared.clone(), other.clone()),
+        (Pattern::new(), Pattern::new()),
+    ];
+    let formats = [("A", "csr"), ("B", "csr"), ("C", "csr")];
+    for name in ["spadd", "spmul"] {
+        let with = compiled(&kernel(name, &formats, transpose_allowed()));
+        let printed = |f: &lacuna::stage2::Func| lacuna::stage2::print_func(f);
+        let one = with.k.one_pass.as_ref().expect("a one-pass function");
+        assert!(printed(one).contains(".blk.done"), "{name}: blocks of rows");
+        assert!(
+            !printed(&with.k.compute).contains(".blk."),
+            "{name}: not in rows' passes"
+        );
+        let compiled_one = with.one_pass.as_ref().expect("compiled");
+        assert!(
+            !compiled_one
+                .diagnostics()
+                .iter()
+                .any(|d| d.contains("vectoriz")),
+            "{name}: {:?}",
+            compiled_one.diagnostics()
+        );
+        let k = with.k.with_row_blocks(false).expect("lowers");
+        assert!(!printed(k.one_pass.as_ref().expect("one pass")).contains(".blk."));
+        let narrow = k.with_index(lacuna::ir::DType::I32).expect("lowers narrow");
+        assert!(!narrow.plan.row_blocks, "kept by the narrowing");
+        let mut without = compile_kernel(k);
+        without.narrow = Some(Box::new(compile_kernel(narrow)));
+        for (pa, pb) in &pairs {
+            let (inputs, sum, product) = add_and_mul((m, n), pa, pb);
+            let want = if name == "spadd" { &sum } else { &product };
+            check(&run_all_compiled(&with, &inputs), want);
+            check(&run_all_compiled(&without, &inputs), want);
+            // Two chunks of rows, [0, 100) and [100, m), the second from the first's end.
+            let fresh = with.k.bind(&inputs, &BTreeMap::new()).expect("binds");
+            let (lo, hi) = lacuna::stage2::coiter::lower::row_range_params("C");
+            let q0 = lacuna::stage2::coiter::lower::one_pass_start_param("C");
+            let two_chunks =
+                |b: &mut lacuna::stage1::Bindings,
+                 run: &mut dyn FnMut(&mut lacuna::stage1::Bindings) -> Result<(), String>|
+                 -> Result<(), String> {
+                    for (start, end) in [(0, 100), (100, m as i64)] {
+                        let at = b.buffers["C.pos"]
+                            .get(start as usize)
+                            .expect("pos")
+                            .as_i64();
+                        b.params.insert(lo.clone(), start);
+                        b.params.insert(hi.clone(), end);
+                        b.params.insert(q0.clone(), at);
+                        run(b)?;
+                    }
+                    Ok(())
+                };
+            let mut jit = fresh.clone();
+            let ran = with.k.run_one_pass(&mut jit, &mut |_, b| {
+                // SAFETY: compiled from `with.k`, on what it bound; the arrays are sized by
+                // the operands' entries and each chunk appends within them.
+                two_chunks(b, &mut |b| {
+                    unsafe { compiled_one.run(b) }.map_err(|e| e.to_string())
+                })
+            });
+            assert!(ran.expect("runs in two chunks"));
+            let mut interp = fresh.clone();
+            let ran = with.k.run_one_pass(&mut interp, &mut |f, b| {
+                two_chunks(b, &mut |b| {
+                    lacuna::stage2::interpret_func(f, b).map_err(|e| e.to_string())
+                })
+            });
+            assert!(ran.expect("interpreted in two chunks"));
+            let outs =
+                [&mut jit, &mut interp].map(|b| sparse_output(&with.k.output(b).expect("output")));
+            check(&outs, want);
+        }
+    }
+}

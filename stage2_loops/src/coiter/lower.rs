@@ -84,6 +84,12 @@ pub struct Plan {
     /// masked lanes are emulated and the merge alone is faster
     /// ([`super::CoKernel::with_equal_segments`]).
     pub equal_segments: bool,
+    /// Whether the one-pass function first tries each block of [`ROW_BLOCK`] rows as one
+    /// straight vector loop over positions, where every operand stores the same coordinates
+    /// in every row of the block ([`Gen::row_block`]): planned on, on every host (its loops
+    /// run whole vectors with a scalar remainder, no masks)
+    /// ([`super::CoKernel::with_row_blocks`]).
+    pub row_blocks: bool,
 }
 
 /// The parameters bounding the row loop of a [`Plan::parallel_rows`] kernel whose result is
@@ -131,6 +137,40 @@ struct Gen<'a> {
     one_pass: bool,
     /// Whether the one-pass row loop was generated (it writes the result's positions).
     wrote_pos: bool,
+    /// Set by the one-pass row loop for the level below it: the names its blocks of rows
+    /// use ([`Gen::row_block`]).
+    block_rows: Option<BlockRows>,
+    /// The statements trying a block of rows at once, from the level below the row loop.
+    row_block: Option<Vec<Stmt>>,
+}
+
+/// The names of the one-pass row loop's blocks ([`Gen::row_block`]).
+#[derive(Clone, Debug)]
+struct BlockRows {
+    /// The row variable.
+    row: String,
+    /// First row of the block.
+    i0: String,
+    /// One past its last row.
+    i1: String,
+    /// Set to 1 where the block was computed at once.
+    done: String,
+}
+
+/// What [`Gen::equal_run`] builds: the statements of the equal-coordinates path over
+/// `len` positions of every iterator from its `lo`.
+struct EqualRun {
+    /// The number of positions (a variable the caller binds).
+    len: String,
+    /// The count of differing coordinates (a variable the caller declares, 0).
+    diff: String,
+    /// Adds the differing coordinates to `diff`.
+    check: Stmt,
+    /// Computes the positions (the top point's case at each), moving the iterators to their
+    /// ends and, for a sparse result, `out.q` past them.
+    equal: Vec<Stmt>,
+    /// The result slot of the first position (bound in `equal`; sparse results).
+    q0: String,
 }
 
 /// What the innermost body does with a computed value.
@@ -238,6 +278,14 @@ fn and_all(conds: Vec<Expr>) -> Expr {
         .unwrap_or(Expr::Bool(true))
 }
 
+/// Whether a statement of `stmts`, at any depth, reads variable `var`.
+fn reads(stmts: &[Stmt], var: &str) -> bool {
+    stmts.iter().any(|s| {
+        s.exprs().iter().any(|e| e.reads_var(&|v| v == var))
+            || s.bodies().iter().any(|b| reads(b, var))
+    })
+}
+
 /// Whether `body` moves the result's slot (`out.q`) exactly once, unconditionally: one
 /// `out.q := ...` outside conditionals and loops (annotations and blocks run their bodies),
 /// none inside.
@@ -280,6 +328,9 @@ fn appends_once(body: &[Stmt]) -> bool {
 /// 0.66, EX5 0.45 → 0.46 → 0.46 → 0.53, bcsstk16 0.44 → 0.46 → 0.48 → 0.53; unsymmetric
 /// patterns pay for comparing rows of one length that differ (cage11 0.90 → 0.98).
 pub const EQUAL_SEGMENT_MAX: i64 = 16;
+
+/// Rows per block that the one-pass function tries at once ([`Gen::row_block`]).
+pub const ROW_BLOCK: i64 = 64;
 
 /// Names of a tensor's storage arrays.
 pub fn pos_name(t: &str, l: usize) -> String {
@@ -486,6 +537,7 @@ pub fn plan(a: &Assignment) -> Result<Plan, CoiterError> {
         one_pass,
         index: DType::I64,
         equal_segments: true,
+        row_blocks: true,
     })
 }
 
@@ -605,6 +657,8 @@ fn generate_with(
         sink: Sink::Emit,
         one_pass: false,
         wrote_pos: false,
+        block_rows: None,
+        row_block: None,
     };
     g.one_pass = one_pass;
     let mut body = Vec::new();
@@ -903,7 +957,19 @@ impl Gen<'_> {
             if rows_append && !self.one_pass {
                 body.push(decl("out.q", load(&pos, i64v(&var))));
             }
-            body.extend(self.case(depth, v, top, levels, &[], reduce_below)?);
+            // The one-pass rows in blocks: the level below builds the statements trying a
+            // block at once where it can (`row_block`).
+            let names = (rows_append && self.one_pass && self.plan.row_blocks).then(|| BlockRows {
+                row: var.clone(),
+                i0: self.fresh(&format!("{var}.blk.lo")),
+                i1: self.fresh(&format!("{var}.blk.hi")),
+                done: self.fresh(&format!("{var}.blk.done")),
+            });
+            self.block_rows = names.clone();
+            let cases = self.case(depth, v, top, levels, &[], reduce_below);
+            self.block_rows = None;
+            let try_block = self.row_block.take();
+            body.extend(cases?);
             let parallel = parallel && !self.one_pass;
             if rows_append && self.one_pass {
                 // One pass: row `i` ends where row `i + 1` starts.
@@ -923,15 +989,50 @@ impl Gen<'_> {
                 } else {
                     (Expr::i64(0), n)
                 };
+            let kind = if parallel {
+                ForKind::Parallel
+            } else {
+                ForKind::Serial
+            };
+            if let (Some(b), Some(try_block)) = (names, try_block) {
+                // while lo < row_hi { hi = min(lo + ROW_BLOCK, row_hi); the block at once,
+                // else row by row; lo = hi }
+                let mut block = vec![
+                    let_(
+                        &b.i1,
+                        Expr::bin(
+                            BinOp::Min,
+                            Expr::add(i64v(&b.i0), Expr::i64(ROW_BLOCK)),
+                            end.clone(),
+                        ),
+                    ),
+                    decl(&b.done, Expr::i64(0)),
+                ];
+                block.extend(try_block);
+                block.push(Stmt::If {
+                    cond: cmp(BinOp::Eq, i64v(&b.done), Expr::i64(0)),
+                    then_body: vec![Stmt::For {
+                        var: var.clone(),
+                        start: i64v(&b.i0),
+                        end: i64v(&b.i1),
+                        kind,
+                        body,
+                    }],
+                    else_body: vec![],
+                });
+                block.push(assign(&b.i0, i64v(&b.i1)));
+                out.push(decl(&b.i0, start));
+                out.push(Stmt::While {
+                    cond: cmp(BinOp::Lt, i64v(&b.i0), end),
+                    body: block,
+                });
+                return Ok(out);
+            }
             out.push(Stmt::For {
                 var: var.clone(),
                 start,
                 end,
-                kind: if parallel {
-                    ForKind::Parallel
-                } else {
-                    ForKind::Serial
-                },
+                kind,
                 body,
             });
             return Ok(out);
@@ -942,7 +1043,11 @@ impl Gen<'_> {
         }
         let galloping =
             self.a.merge == Merge::Galloping && lattice.points.len() == 1 && its.len() >= 2;
+        let block_rows = self.block_rows.take();
         if !galloping && !reduce_below {
+            if let Some(b) = &block_rows {
+                self.row_block = self.row_block(depth, v, top, levels, &its, b)?;
+            }
             out.extend(self.equal_segments(depth, v, top, levels, &its)?);
         }
         for point in &lattice.points {
@@ -1097,10 +1202,8 @@ impl Gen<'_> {
     /// their tails into masked lanes: a segment of up to one vector's lanes is one step, with
     /// no scalar remainder whose exit the branch predictor misses, where the merge misses one
     /// per segment at least. A + Aᵀ of a symmetric pattern, or operands sharing a pattern (K +
-    /// M in FEM assembly), of short rows gain most. Empty where it does not apply: the count
-    /// pass, reductions (into an accumulator or over `v`), workspaces, a universe point, a
-    /// level above others, non-unique or n:m levels, fewer than two sparse operands, or a case
-    /// that may append no entry to a sparse result.
+    /// M in FEM assembly), of short rows gain most. Empty where [`Plan::equal_segments`] is
+    /// off, and where [`Gen::equal_run`] does not apply.
     fn equal_segments(
         &mut self,
         depth: usize,
@@ -1109,8 +1212,224 @@ impl Gen<'_> {
         levels: &[(usize, usize)],
         its: &[It],
     ) -> Result<Vec<Stmt>, CoiterError> {
+        if !self.plan.equal_segments {
+            return Ok(vec![]);
+        }
+        let Some(run) = self.equal_run(depth, v, top, levels, its, true)? else {
+            return Ok(vec![]);
+        };
+        let (first, rest) = its
+            .split_first()
+            .expect("equal_run takes two iterators or more");
+        let seg_len = |i: &It| Expr::sub(i64v(&i.end), i64v(&i.lo));
+        let mut same_len: Vec<Expr> = rest
+            .iter()
+            .map(|i| cmp(BinOp::Eq, seg_len(i), i64v(&run.len)))
+            .collect();
+        same_len.push(cmp(BinOp::Le, i64v(&run.len), Expr::i64(EQUAL_SEGMENT_MAX)));
+        Ok(vec![
+            let_(&run.len, seg_len(first)),
+            Stmt::If {
+                cond: and_all(same_len),
+                then_body: vec![
+                    decl(&run.diff, Expr::i64(0)),
+                    run.check,
+                    Stmt::If {
+                        cond: cmp(BinOp::Eq, i64v(&run.diff), Expr::i64(0)),
+                        then_body: run.equal,
+                        else_body: vec![],
+                    },
+                ],
+                else_body: vec![],
+            },
+        ])
+    }
+
+    /// The statements of a block of rows at once, tried by the one-pass row loop before its
+    /// rows (`b` names the block): where every operand iterated here (at the innermost
+    /// variable `v`, directly below the rows) stores the same number of entries in each row
+    /// of the block and the same coordinates, the block's entries are one run of positions,
+    /// each the top point's case, so two vectorized loops (the coordinates compared, then
+    /// the entries computed) and a third (the result's row positions) compute the whole
+    /// block with no branch per row or per entry; `b.done` is set. A + Aᵀ of a symmetric
+    /// pattern (road networks, FEM meshes) and operands sharing a pattern (K + M in FEM
+    /// assembly) take it for nearly every block; elsewhere it costs comparisons, each only
+    /// where the one before agrees: of the block's entry counts, of its first and last
+    /// coordinates, of its row lengths (a vectorized loop), of all its coordinates. The
+    /// loops run whole vectors with a scalar remainder (no masks). `None` where it does not
+    /// apply: as for [`Gen::equal_run`], where the case reads the row variable, and unless
+    /// every iterator is a compressed level under its row's position (CSR's).
+    fn row_block(
+        &mut self,
+        depth: usize,
+        v: usize,
+        top: &Point,
+        levels: &[(usize, usize)],
+        its: &[It],
+        b: &BlockRows,
+    ) -> Result<Option<Vec<Stmt>>, CoiterError> {
+        if depth != 1 {
+            return Ok(None);
+        }
+        let row = Expr::var(&b.row);
+        let mut block_its = Vec::new();
+        let mut pos = Vec::new();
+        let mut out = Vec::new();
+        for i in its {
+            let Some(&(_, l)) = levels.iter().find(|(t, _)| *t == i.t) else {
+                return Ok(None);
+            };
+            let vl = self.plan.level(i.t, l);
+            let under_row = matches!(
+                &self.handles[i.t],
+                Some(Handle::Single(q)) if crate::passes::simplify::expr(q.clone()) == row
+            );
+            if vl.kind != VKind::Compressed || !under_row {
+                return Ok(None);
+            }
+            let name = self.tname(i.t).to_string();
+            let p = pos_name(&name, vl.storage);
+            let it = It {
+                lo: self.fresh(&format!("{name}.blk.lo")),
+                end: self.fresh(&format!("{name}.blk.end")),
+                p: self.fresh(&format!("{name}.blk.p")),
+                ..i.clone()
+            };
+            out.push(let_(
+                &it.lo,
+                Expr::load_i64(&p, i64v(&b.i0), self.plan.index),
+            ));
+            out.push(let_(
+                &it.end,
+                Expr::load_i64(&p, i64v(&b.i1), self.plan.index),
+            ));
+            out.push(decl(&it.p, i64v(&it.lo)));
+            pos.push(p);
+            block_its.push(it);
+        }
+        let Some(run) = self.equal_run(depth, v, top, levels, &block_its, false)? else {
+            return Ok(None);
+        };
+        // A case that reads the row (MLIR's triangular `select(i < j)`) needs each row's own
+        // loop.
+        if reads(&run.equal, &b.row) {
+            return Ok(None);
+        }
+        let index = self.plan.index;
+        let (first, rest) = block_its
+            .split_first()
+            .expect("equal_run takes two or more");
+        let seg_len = |i: &It| Expr::sub(i64v(&i.end), i64v(&i.lo));
+        let r = self.fresh(&format!("{}.blk.r", b.row));
+        // Row r's end, from the block's first position.
+        let row_end = |k: usize, i: &It| {
+            let next = Expr::add(i64v(&r), Expr::i64(1));
+            Expr::sub(Expr::load_i64(&pos[k], next, index), i64v(&i.lo))
+        };
+        let rows_differ = rest
+            .iter()
+            .enumerate()
+            .map(|(k, i)| {
+                let ne = cmp(BinOp::Ne, row_end(k + 1, i), row_end(0, first));
+                Expr::Cast(DType::I64, Box::new(ne))
+            })
+            .reduce(Expr::add)
+            .expect("two iterators or more");
+        let rows = |body: Vec<Stmt>| Stmt::For {
+            var: r.clone(),
+            start: i64v(&b.i0),
+            end: i64v(&b.i1),
+            kind: ForKind::Vectorized,
+            body,
+        };
+        let mut equal = run.equal;
+        if self.plan.mode != OutMode::Dense {
+            // The result's row r ends where the operands' rows end, from its first slot.
+            let o = format!("{}.pos", self.a.output().name);
+            let next = Expr::add(i64v(&r), Expr::i64(1));
+            equal.push(rows(vec![store(
+                &o,
+                next,
+                Expr::add(i64v(&run.q0), row_end(0, first)),
+            )]));
+        }
+        equal.push(assign(&b.done, Expr::i64(1)));
+        let same_len: Vec<Expr> = rest
+            .iter()
+            .map(|i| cmp(BinOp::Eq, seg_len(i), i64v(&run.len)))
+            .collect();
+        // The block's first and last coordinates first: operands of one row structure but
+        // other coordinates (B = A with its columns shifted) skip the other comparisons.
+        let last = |i: &It| Expr::sub(i64v(&i.end), Expr::i64(1));
+        let ends_differ = rest
+            .iter()
+            .flat_map(|i| {
+                [
+                    cmp(
+                        BinOp::Ne,
+                        i.coord(i64v(&i.lo)),
+                        first.coord(i64v(&first.lo)),
+                    ),
+                    cmp(BinOp::Ne, i.coord(last(i)), first.coord(last(first))),
+                ]
+            })
+            .map(|ne| Expr::Cast(DType::I64, Box::new(ne)))
+            .reduce(Expr::add)
+            .expect("two iterators or more");
+        let if_same = |body: Vec<Stmt>| Stmt::If {
+            cond: cmp(BinOp::Eq, i64v(&run.diff), Expr::i64(0)),
+            then_body: body,
+            else_body: vec![],
+        };
+        out.push(let_(&run.len, seg_len(first)));
+        out.push(Stmt::If {
+            cond: and_all(same_len),
+            then_body: vec![
+                decl(&run.diff, Expr::i64(0)),
+                Stmt::If {
+                    cond: cmp(BinOp::Gt, i64v(&run.len), Expr::i64(0)),
+                    then_body: vec![assign(&run.diff, ends_differ)],
+                    else_body: vec![],
+                },
+                if_same(vec![rows(vec![assign(
+                    &run.diff,
+                    Expr::add(i64v(&run.diff), rows_differ),
+                )])]),
+                Stmt::If {
+                    cond: cmp(BinOp::Eq, i64v(&run.diff), Expr::i64(0)),
+                    then_body: vec![
+                        run.check,
+                        Stmt::If {
+                            cond: cmp(BinOp::Eq, i64v(&run.diff), Expr::i64(0)),
+                            then_body: equal,
+                            else_body: vec![],
+                        },
+                    ],
+                    else_body: vec![],
+                },
+            ],
+            else_body: vec![],
+        });
+        Ok(Some(out))
+    }
+
+    /// The equal-coordinates path over `len` positions of the iterators `its` from their
+    /// `lo` ([`Gen::equal_segments`], [`Gen::row_block`]): a vectorized loop counting the
+    /// coordinates that differ from the first iterator's, and one computing the top point's
+    /// case at every position; `masked` folds their tails into masked lanes. `None` where it
+    /// does not apply: the count pass, reductions (into an accumulator or over `v`),
+    /// workspaces, a universe point, a level above others, non-unique or n:m levels, fewer
+    /// than two sparse operands, or a case that may append no entry to a sparse result.
+    fn equal_run(
+        &mut self,
+        depth: usize,
+        v: usize,
+        top: &Point,
+        levels: &[(usize, usize)],
+        its: &[It],
+        masked: bool,
+    ) -> Result<Option<EqualRun>, CoiterError> {
         let applies = self.pass == Pass::Compute
-            && self.plan.equal_segments
             && matches!(self.sink, Sink::Emit)
             && !self.in_ws
             && depth + 1 == self.plan.order.len()
@@ -1123,25 +1442,31 @@ impl Gen<'_> {
             && top.iters.iter().all(|t| its.iter().any(|i| i.t == *t))
             && its.iter().all(|i| i.seg.is_none() && i.nofm.is_none());
         let Some((first, rest)) = its.split_first().filter(|_| applies) else {
-            return Ok(vec![]);
+            return Ok(None);
         };
         let var = self.a.vars[v].name.clone();
         let len = self.fresh(&format!("{var}.eq.len"));
         let diff = self.fresh(&format!("{var}.eq.diff"));
         let t = self.fresh(&format!("{var}.eq.t"));
         let q0 = self.fresh("out.q0");
-        let seg_len = |i: &It| Expr::sub(i64v(&i.end), i64v(&i.lo));
         let at = |i: &It| Expr::add(i64v(&i.lo), i64v(&t));
-        let vector_loop = |body: Vec<Stmt>| Stmt::Attr {
-            key: "masked".into(),
-            value: Expr::i64(1),
-            body: vec![Stmt::For {
+        let vector_loop = |body: Vec<Stmt>| {
+            let l = Stmt::For {
                 var: t.clone(),
                 start: Expr::i64(0),
                 end: i64v(&len),
                 kind: ForKind::Vectorized,
                 body,
-            }],
+            };
+            if masked {
+                Stmt::Attr {
+                    key: "masked".into(),
+                    value: Expr::i64(1),
+                    body: vec![l],
+                }
+            } else {
+                l
+            }
         };
         // Σ over positions and operands of [coordinate ≠ the first operand's] (a sum, not a
         // short-circuit `||`, whose branches would keep the loop scalar).
@@ -1176,7 +1501,7 @@ impl Gen<'_> {
         // A sparse result's slots are `q0 + t` only where every position appends one entry:
         // not where a case may append none (MLIR's `binary` and `select` regions).
         if sparse_out && !appends_once(&case) {
-            return Ok(vec![]);
+            return Ok(None);
         }
         body.extend(case);
         let mut equal = Vec::new();
@@ -1188,27 +1513,13 @@ impl Gen<'_> {
             equal.push(assign("out.q", Expr::add(i64v(&q0), i64v(&len))));
         }
         equal.extend(its.iter().map(|i| assign(&i.p, i64v(&i.end))));
-        let mut same_len: Vec<Expr> = rest
-            .iter()
-            .map(|i| cmp(BinOp::Eq, seg_len(i), i64v(&len)))
-            .collect();
-        same_len.push(cmp(BinOp::Le, i64v(&len), Expr::i64(EQUAL_SEGMENT_MAX)));
-        Ok(vec![
-            let_(&len, seg_len(first)),
-            Stmt::If {
-                cond: and_all(same_len),
-                then_body: vec![
-                    decl(&diff, Expr::i64(0)),
-                    check,
-                    Stmt::If {
-                        cond: cmp(BinOp::Eq, i64v(&diff), Expr::i64(0)),
-                        then_body: equal,
-                        else_body: vec![],
-                    },
-                ],
-                else_body: vec![],
-            },
-        ])
+        Ok(Some(EqualRun {
+            len,
+            diff,
+            check,
+            equal,
+            q0,
+        }))
     }
 
     /// Moves iterator `i` to the first position whose coordinate is at least `target`:

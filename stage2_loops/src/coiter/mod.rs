@@ -137,6 +137,14 @@ impl CoKernel {
         Self::lowered(self.assignment.clone(), plan)
     }
 
+    /// The kernel lowered again with [`Plan::row_blocks`] set to `on`: without them, the
+    /// one-pass function goes row by row.
+    pub fn with_row_blocks(&self, on: bool) -> Result<CoKernel, CoiterError> {
+        let mut plan = self.plan.clone();
+        plan.row_blocks = on;
+        Self::lowered(self.assignment.clone(), plan)
+    }
+
     /// The same kernel with 32-bit indices ([`Plan::index`]), with `b`'s index arrays
     /// converted to them, when every operand position and coordinate bound in `b` and every
     /// coordinate the result can hold fit in `i32`; `Ok(None)`, with `b` unchanged, when one
