@@ -160,14 +160,18 @@ struct BlockRows {
 /// What [`Gen::equal_run`] builds: the statements of the equal-coordinates path over
 /// `len` positions of every iterator from its `lo`.
 struct EqualRun {
-    /// The number of positions (a variable the caller binds).
+    /// The number of positions.
     len: String,
+    /// `let len = ...`: the first iterator's segment length.
+    bind_len: Stmt,
+    /// Every other iterator's segment is `len` long.
+    same_len: Vec<Expr>,
     /// The count of differing coordinates (a variable the caller declares, 0).
     diff: String,
     /// Adds the differing coordinates to `diff`.
     check: Stmt,
-    /// Computes the positions (the top point's case at each), moving the iterators to their
-    /// ends and, for a sparse result, `out.q` past them.
+    /// Computes the positions (the top point's case at each) and, for a sparse result, moves
+    /// `out.q` past them.
     equal: Vec<Stmt>,
     /// The result slot of the first position (bound in `equal`; sparse results).
     q0: String,
@@ -276,6 +280,15 @@ fn and_all(conds: Vec<Expr>) -> Expr {
         .into_iter()
         .reduce(|a, b| Expr::bin(BinOp::And, a, b))
         .unwrap_or(Expr::Bool(true))
+}
+
+/// `Σ i64(cond)` over `conds`: how many hold (`None` for none given). A sum, not a
+/// short-circuit `||`, whose branches would keep a loop around it scalar.
+fn count_true(conds: impl IntoIterator<Item = Expr>) -> Option<Expr> {
+    conds
+        .into_iter()
+        .map(|c| Expr::Cast(DType::I64, Box::new(c)))
+        .reduce(Expr::add)
 }
 
 /// Whether a statement of `stmts`, at any depth, reads variable `var`.
@@ -1215,20 +1228,16 @@ impl Gen<'_> {
         if !self.plan.equal_segments {
             return Ok(vec![]);
         }
-        let Some(run) = self.equal_run(depth, v, top, levels, its, true)? else {
+        let Some(mut run) = self.equal_run(depth, v, top, levels, its, true)? else {
             return Ok(vec![]);
         };
-        let (first, rest) = its
-            .split_first()
-            .expect("equal_run takes two iterators or more");
-        let seg_len = |i: &It| Expr::sub(i64v(&i.end), i64v(&i.lo));
-        let mut same_len: Vec<Expr> = rest
-            .iter()
-            .map(|i| cmp(BinOp::Eq, seg_len(i), i64v(&run.len)))
-            .collect();
+        // The merge loops after it have nothing left to do.
+        run.equal
+            .extend(its.iter().map(|i| assign(&i.p, i64v(&i.end))));
+        let mut same_len = run.same_len;
         same_len.push(cmp(BinOp::Le, i64v(&run.len), Expr::i64(EQUAL_SEGMENT_MAX)));
         Ok(vec![
-            let_(&run.len, seg_len(first)),
+            run.bind_len,
             Stmt::If {
                 cond: and_all(same_len),
                 then_body: vec![
@@ -1268,7 +1277,7 @@ impl Gen<'_> {
         its: &[It],
         b: &BlockRows,
     ) -> Result<Option<Vec<Stmt>>, CoiterError> {
-        if depth != 1 {
+        if depth != 1 || self.plan.mode == OutMode::Dense {
             return Ok(None);
         }
         let row = Expr::var(&b.row);
@@ -1289,10 +1298,10 @@ impl Gen<'_> {
             }
             let name = self.tname(i.t).to_string();
             let p = pos_name(&name, vl.storage);
+            // The block's segment, from its first row's start to its last row's end.
             let it = It {
                 lo: self.fresh(&format!("{name}.blk.lo")),
                 end: self.fresh(&format!("{name}.blk.end")),
-                p: self.fresh(&format!("{name}.blk.p")),
                 ..i.clone()
             };
             out.push(let_(
@@ -1303,7 +1312,6 @@ impl Gen<'_> {
                 &it.end,
                 Expr::load_i64(&p, i64v(&b.i1), self.plan.index),
             ));
-            out.push(decl(&it.p, i64v(&it.lo)));
             pos.push(p);
             block_its.push(it);
         }
@@ -1316,25 +1324,36 @@ impl Gen<'_> {
             return Ok(None);
         }
         let index = self.plan.index;
-        let (first, rest) = block_its
-            .split_first()
-            .expect("equal_run takes two or more");
-        let seg_len = |i: &It| Expr::sub(i64v(&i.end), i64v(&i.lo));
+        let Some((first, rest)) = block_its.split_first() else {
+            return Ok(None);
+        };
         let r = self.fresh(&format!("{}.blk.r", b.row));
         // Row r's end, from the block's first position.
         let row_end = |k: usize, i: &It| {
             let next = Expr::add(i64v(&r), Expr::i64(1));
             Expr::sub(Expr::load_i64(&pos[k], next, index), i64v(&i.lo))
         };
-        let rows_differ = rest
-            .iter()
-            .enumerate()
-            .map(|(k, i)| {
-                let ne = cmp(BinOp::Ne, row_end(k + 1, i), row_end(0, first));
-                Expr::Cast(DType::I64, Box::new(ne))
-            })
-            .reduce(Expr::add)
-            .expect("two iterators or more");
+        let rows_differ = count_true(
+            rest.iter()
+                .enumerate()
+                .map(|(k, i)| cmp(BinOp::Ne, row_end(k + 1, i), row_end(0, first))),
+        );
+        // The block's first and last coordinates first: operands of one row structure but
+        // other coordinates (B = A with its columns shifted) skip the other comparisons.
+        let last = |i: &It| Expr::sub(i64v(&i.end), Expr::i64(1));
+        let ends_differ = count_true(rest.iter().flat_map(|i| {
+            [
+                cmp(
+                    BinOp::Ne,
+                    i.coord(i64v(&i.lo)),
+                    first.coord(i64v(&first.lo)),
+                ),
+                cmp(BinOp::Ne, i.coord(last(i)), first.coord(last(first))),
+            ]
+        }));
+        let (Some(rows_differ), Some(ends_differ)) = (rows_differ, ends_differ) else {
+            return Ok(None);
+        };
         let rows = |body: Vec<Stmt>| Stmt::For {
             var: r.clone(),
             start: i64v(&b.i0),
@@ -1343,47 +1362,23 @@ impl Gen<'_> {
             body,
         };
         let mut equal = run.equal;
-        if self.plan.mode != OutMode::Dense {
-            // The result's row r ends where the operands' rows end, from its first slot.
-            let o = format!("{}.pos", self.a.output().name);
-            let next = Expr::add(i64v(&r), Expr::i64(1));
-            equal.push(rows(vec![store(
-                &o,
-                next,
-                Expr::add(i64v(&run.q0), row_end(0, first)),
-            )]));
-        }
+        // The result's row r ends where the operands' rows end, from its first slot (the
+        // block rows' result is sparse: `rows_append`).
+        let o = format!("{}.pos", self.a.output().name);
+        equal.push(rows(vec![store(
+            &o,
+            Expr::add(i64v(&r), Expr::i64(1)),
+            Expr::add(i64v(&run.q0), row_end(0, first)),
+        )]));
         equal.push(assign(&b.done, Expr::i64(1)));
-        let same_len: Vec<Expr> = rest
-            .iter()
-            .map(|i| cmp(BinOp::Eq, seg_len(i), i64v(&run.len)))
-            .collect();
-        // The block's first and last coordinates first: operands of one row structure but
-        // other coordinates (B = A with its columns shifted) skip the other comparisons.
-        let last = |i: &It| Expr::sub(i64v(&i.end), Expr::i64(1));
-        let ends_differ = rest
-            .iter()
-            .flat_map(|i| {
-                [
-                    cmp(
-                        BinOp::Ne,
-                        i.coord(i64v(&i.lo)),
-                        first.coord(i64v(&first.lo)),
-                    ),
-                    cmp(BinOp::Ne, i.coord(last(i)), first.coord(last(first))),
-                ]
-            })
-            .map(|ne| Expr::Cast(DType::I64, Box::new(ne)))
-            .reduce(Expr::add)
-            .expect("two iterators or more");
         let if_same = |body: Vec<Stmt>| Stmt::If {
             cond: cmp(BinOp::Eq, i64v(&run.diff), Expr::i64(0)),
             then_body: body,
             else_body: vec![],
         };
-        out.push(let_(&run.len, seg_len(first)));
+        out.push(run.bind_len);
         out.push(Stmt::If {
-            cond: and_all(same_len),
+            cond: and_all(run.same_len),
             then_body: vec![
                 decl(&run.diff, Expr::i64(0)),
                 Stmt::If {
@@ -1395,18 +1390,7 @@ impl Gen<'_> {
                     &run.diff,
                     Expr::add(i64v(&run.diff), rows_differ),
                 )])]),
-                Stmt::If {
-                    cond: cmp(BinOp::Eq, i64v(&run.diff), Expr::i64(0)),
-                    then_body: vec![
-                        run.check,
-                        Stmt::If {
-                            cond: cmp(BinOp::Eq, i64v(&run.diff), Expr::i64(0)),
-                            then_body: equal,
-                            else_body: vec![],
-                        },
-                    ],
-                    else_body: vec![],
-                },
+                if_same(vec![run.check, if_same(equal)]),
             ],
             else_body: vec![],
         });
@@ -1468,18 +1452,14 @@ impl Gen<'_> {
                 l
             }
         };
-        // Σ over positions and operands of [coordinate ≠ the first operand's] (a sum, not a
-        // short-circuit `||`, whose branches would keep the loop scalar).
-        let differs = rest
-            .iter()
-            .map(|i| {
-                let ne = cmp(BinOp::Ne, i.coord(at(i)), first.coord(at(first)));
-                Expr::Cast(DType::I64, Box::new(ne))
-            })
-            .reduce(Expr::add)
-            .ok_or_else(|| CoiterError::Unsupported {
-                what: "equal segments of one operand".into(),
-            })?;
+        // Σ over positions and operands of [coordinate ≠ the first operand's].
+        let differs = count_true(
+            rest.iter()
+                .map(|i| cmp(BinOp::Ne, i.coord(at(i)), first.coord(at(first)))),
+        )
+        .ok_or_else(|| CoiterError::Unsupported {
+            what: "equal segments of one operand".into(),
+        })?;
         let check = vector_loop(vec![assign(&diff, Expr::add(i64v(&diff), differs))]);
         // The top point's case at each position, the iterators at `lo + t`. A sparse result's
         // slot is `q0 + t` (a variable of the body's own that shadows the running slot), and
@@ -1512,8 +1492,13 @@ impl Gen<'_> {
         if sparse_out {
             equal.push(assign("out.q", Expr::add(i64v(&q0), i64v(&len))));
         }
-        equal.extend(its.iter().map(|i| assign(&i.p, i64v(&i.end))));
+        let seg_len = |i: &It| Expr::sub(i64v(&i.end), i64v(&i.lo));
         Ok(Some(EqualRun {
+            bind_len: let_(&len, seg_len(first)),
+            same_len: rest
+                .iter()
+                .map(|i| cmp(BinOp::Eq, seg_len(i), i64v(&len)))
+                .collect(),
             len,
             diff,
             check,

@@ -124,24 +124,25 @@ impl CoKernel {
                 what: format!("{index} indices (only i32 and i64)"),
             });
         }
-        let mut plan = self.plan.clone();
-        plan.index = index;
-        Self::lowered(self.assignment.clone(), plan)
+        self.relowered(|plan| plan.index = index)
     }
 
     /// The kernel lowered again with [`Plan::equal_segments`] set to `on`: without them, rows
     /// whose operands hold the same coordinates go through the merge loops like any other.
     pub fn with_equal_segments(&self, on: bool) -> Result<CoKernel, CoiterError> {
-        let mut plan = self.plan.clone();
-        plan.equal_segments = on;
-        Self::lowered(self.assignment.clone(), plan)
+        self.relowered(|plan| plan.equal_segments = on)
     }
 
     /// The kernel lowered again with [`Plan::row_blocks`] set to `on`: without them, the
     /// one-pass function goes row by row.
     pub fn with_row_blocks(&self, on: bool) -> Result<CoKernel, CoiterError> {
+        self.relowered(|plan| plan.row_blocks = on)
+    }
+
+    /// The kernel lowered again with its plan changed by `edit`.
+    fn relowered(&self, edit: impl FnOnce(&mut Plan)) -> Result<CoKernel, CoiterError> {
         let mut plan = self.plan.clone();
-        plan.row_blocks = on;
+        edit(&mut plan);
         Self::lowered(self.assignment.clone(), plan)
     }
 
