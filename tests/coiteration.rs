@@ -153,17 +153,27 @@ fn compiled(p: &Program) -> Compiled {
     c
 }
 
+/// Compiles `k`'s functions side by side ([`lacuna::driver::compile_side_by_side`]), checking
+/// that every result is its function's, in order.
 fn compile_kernel(k: CoKernel) -> Compiled {
     let opts = lacuna::target::CodegenOptions::default();
-    let count = k
-        .count
-        .as_ref()
-        .map(|f| lacuna::target::compile(f, &opts).expect("count compiles"));
-    let compute = lacuna::target::compile(&k.compute, &opts).expect("compute compiles");
-    let one_pass = k
-        .one_pass
-        .as_ref()
-        .map(|f| lacuna::target::compile(f, &opts).expect("one pass compiles"));
+    let funcs: Vec<_> = [k.count.as_ref(), Some(&k.compute), k.one_pass.as_ref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut out = lacuna::driver::compile_side_by_side(&funcs, &opts).into_iter();
+    assert_eq!(out.len(), funcs.len(), "one result per function");
+    let mut next = |f: &lacuna::stage2::ir::Func| {
+        let c = out
+            .next()
+            .expect("one result per function")
+            .unwrap_or_else(|e| panic!("{} compiles: {e}", f.name));
+        assert_eq!(c.name(), f.name, "results in the functions' order");
+        c
+    };
+    let count = k.count.as_ref().map(&mut next);
+    let compute = next(&k.compute);
+    let one_pass = k.one_pass.as_ref().map(&mut next);
     Compiled {
         k,
         count,
@@ -2223,5 +2233,22 @@ fn row_blocks_compute_blocks_of_equal_rows() {
                 [&mut jit, &mut interp].map(|b| sparse_output(&with.k.output(b).expect("output")));
             check(&outs, want);
         }
+    }
+}
+
+/// Side-by-side compilation of no functions gives no results, and of one function the same
+/// kernel as compiling it alone.
+#[test]
+fn side_by_side_compiles_each_function_once() {
+    let opts = lacuna::target::CodegenOptions::default();
+    assert!(lacuna::driver::compile_side_by_side(&[], &opts).is_empty());
+    let k = CoKernel::new(&kernel("spadd", &[], None)).expect("lowers");
+    let alone = lacuna::target::compile(&k.compute, &opts).expect("compiles");
+    let out = lacuna::driver::compile_side_by_side(&[&k.compute, &k.compute], &opts);
+    assert_eq!(out.len(), 2);
+    for c in out {
+        let c = c.expect("compiles");
+        assert_eq!(c.name(), alone.name());
+        assert_eq!(c.llvm_ir(), alone.llvm_ir(), "the same module either way");
     }
 }
