@@ -34,6 +34,7 @@ mod emit;
 mod error;
 mod expr;
 mod gather;
+mod indexed;
 mod kernel;
 mod machine;
 mod nvptx;
@@ -113,7 +114,11 @@ fn build_optimized<'ctx>(
     opts: &CodegenOptions,
     optimize: bool,
 ) -> Result<(Module<'ctx>, String), CodegenError> {
-    let hm = machine::host_machine(opts)?;
+    let mut hm = machine::host_machine(opts)?;
+    if opts.assemble_gathers && opts.host_cpu && !indexed::gathers_per_lane(f) {
+        // Slow gather instructions, and none this function needs (see `indexed.rs`).
+        hm.features.push_str(",+prefer-no-gather");
+    }
     let (module, entry) = emit::build_module(ctx, f, &hm)?;
     if optimize {
         machine::optimize(&module, &hm, opts)?;
