@@ -1066,7 +1066,7 @@ pub struct DataStats {
     /// The block edge of the built-in schedules' BSR ([`whole_blocks`]): the largest of
     /// [`BSR_BLOCKS`] whose blocks inside the matrix hold its entries with at most
     /// [`BSR_MAX_FILL`] slots per thousand entries; 0 where none does, or where rows hold fewer
-    /// than [`BSR_MIN_ROW`] entries on average (not counted there: the rules read it only in
+    /// than [`BLOCKS_MIN_ROW`] entries on average (not counted there: the rules read it only in
     /// longer rows).
     pub block: usize,
     /// How many f64 values the host's vector registers hold in all
@@ -1259,7 +1259,7 @@ pub struct MatrixProfile {
     pub row_changes_permille: usize,
     /// [`diagonal_count`].
     pub diagonals: usize,
-    /// [`whole_blocks`], in rows of [`BSR_MIN_ROW`] entries or more on average (0 otherwise).
+    /// [`whole_blocks`], in rows of [`BLOCKS_MIN_ROW`] entries or more on average (0 otherwise).
     pub block: usize,
 }
 
@@ -1267,7 +1267,7 @@ impl MatrixProfile {
     /// The statistics of a 2-D matrix.
     pub fn of(a: &CooTensor) -> MatrixProfile {
         let rows = a.shape.first().copied().unwrap_or(0);
-        let long_rows = rows > 0 && a.nnz() as f64 >= BSR_MIN_ROW * rows as f64;
+        let long_rows = rows > 0 && a.nnz() as f64 >= BLOCKS_MIN_ROW * rows as f64;
         MatrixProfile {
             nnz: a.nnz(),
             rows,
@@ -1717,7 +1717,7 @@ pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             return Some(file);
         }
     }
-    if let Some(b) = by_blocks(data).filter(|_| p.name == "spmv") {
+    if let Some(b) = spmv_by_blocks(data).filter(|_| p.name == "spmv") {
         if let Some(file) = replayable(p, spmv_bsr_trace(b, nnz >= PARALLEL_MIN_NNZ)) {
             return Some(file);
         }
@@ -1902,6 +1902,27 @@ pub const BSR_MAX_FILL: usize = 1100;
 /// 2×2, 3×3, 4×4 (14, 21, 28) 1.44–2.26 at k = 128, 1.21–1.49 at k = 32.
 pub const BSR_MIN_ROW: f64 = 40.0;
 
+/// Mean stored entries per row from which SpMV's built-in schedule stores whole blocks as BSR
+/// ([`spmv_by_blocks`], [`spmv_bsr_trace`]): each block's entries share one column index and
+/// each element of `x` it reads is loaded once for its rows. `lacuna bench`, min of 30 in two
+/// rounds, ms, one / two threads (session 32, AMD Zen 4 guest, with SLP's strided gathers gone:
+/// `lacuna_target`'s `indexed.rs`), the built-in schedule before (row by row or sliced ELL) →
+/// BSR, on generated matrices of random dense blocks: 2×2 blocks, 16 per row (200K rows) 2.44
+/// / 1.96 → 1.96 / 1.30, 32 per row 1.72 / 0.97 → 1.78 / 1.01 (even); 3×3, 18 per row 2.59 /
+/// 1.25 → 1.97 / 1.05; 4×4, 16 per row 3.30 / 1.64 → 2.19 / 0.97; anchors.py's block4-mid
+/// (4×4, 27.6 per row, 2.1M entries) 0.82–1.19 / 0.40–0.44 → 0.72–0.86 / 0.31–0.37 and
+/// block4-large (23.8M entries, beyond L3) 12.5–16.5 / 9.5–11.2 → 10.9–12.1 / 7.7–8.1. Shorter
+/// rows were not measured.
+pub const SPMV_BSR_MIN_ROW: f64 = 16.0;
+
+/// Mean stored entries per row from which [`DataStats::block`] is looked for: the lower of
+/// [`BSR_MIN_ROW`] (SpMM) and [`SPMV_BSR_MIN_ROW`].
+pub const BLOCKS_MIN_ROW: f64 = if SPMV_BSR_MIN_ROW < BSR_MIN_ROW {
+    SPMV_BSR_MIN_ROW
+} else {
+    BSR_MIN_ROW
+};
+
 /// The block edge of BSR for the 2-D matrix `a`: the first of [`BSR_BLOCKS`] whose
 /// blocks inside the matrix (those `(+ (bsr b) remainder)` stores) hold its entries with at most
 /// [`BSR_MAX_FILL`] slots per thousand entries, and hold nearly all of them (the rest, in
@@ -1925,11 +1946,16 @@ pub fn whole_blocks(a: &CooTensor) -> usize {
         .unwrap_or(0)
 }
 
-/// The block edge SpMM's and SpMV's built-in schedules store `A` in as BSR
-/// ([`spmm_bsr_trace`], [`spmv_bsr_trace`]): [`DataStats::block`], where rows hold
-/// [`BSR_MIN_ROW`] entries or more on average.
+/// The block edge SpMM's built-in schedule stores `A` in as BSR ([`spmm_bsr_trace`]):
+/// [`DataStats::block`], where rows hold [`BSR_MIN_ROW`] entries or more on average.
 pub fn by_blocks(data: &DataStats) -> Option<usize> {
     (data.block > 0 && data.mean_row() >= BSR_MIN_ROW).then_some(data.block)
+}
+
+/// The block edge SpMV's built-in schedule stores `A` in as BSR ([`spmv_bsr_trace`]):
+/// [`DataStats::block`], where rows hold [`SPMV_BSR_MIN_ROW`] entries or more on average.
+pub fn spmv_by_blocks(data: &DataStats) -> Option<usize> {
+    (data.block > 0 && data.mean_row() >= SPMV_BSR_MIN_ROW).then_some(data.block)
 }
 
 /// The feature chunk of SpMM's BSR register blocking ([`spmm_bsr_trace`]) of `block` rows at
@@ -2010,7 +2036,7 @@ fn bsr_block_order(before: &[&str]) -> Vec<lacuna_schedule::Instruction> {
 /// unrolled (an element of `x` loaded once for the block's rows), the block row's elements of
 /// `y` summed in registers ([`cached_rows_trace`]'s cache, at the block row), and where
 /// `parallel` the block rows and `y`'s init in parallel; the remainder runs plainly. Unchecked
-/// indices, as [`spmm_bsr_trace`]'s. The built-in schedule uses it where [`by_blocks`] says.
+/// indices, as [`spmm_bsr_trace`]'s. The built-in schedule uses it where [`spmv_by_blocks`] says.
 /// `lacuna bench`, min of 100 in two to four rounds alternating (session 28, Xeon guest), the
 /// built-in schedule before (sliced ELL or
 /// vector rows) → this, one / two threads: bcsstk16 (3×3 blocks, 59 entries per row) 0.74 /

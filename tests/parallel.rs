@@ -1852,7 +1852,7 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
     let short = coo(m, n, &sparse);
     assert_eq!(whole_blocks(&short), 3);
     let inputs = BTreeMap::from([
-        ("A".to_string(), Input::Coo(short)),
+        ("A".to_string(), Input::Coo(short.clone())),
         ("B".to_string(), dense(vec![n, 32], 5)),
     ]);
     let stats = DataStats::of(&inputs);
@@ -1921,4 +1921,50 @@ fn builtin_spmm_stores_whole_blocks_as_bsr() {
     );
     let want = run_kernel(&spmv, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
     assert_threads_agree(&spmv, &s, &inputs, &want.outputs["y"].values().to_f64_vec());
+    // SpMV stores whole blocks from shorter rows than SpMM (`SPMV_BSR_MIN_ROW`): the matrix
+    // with a third of its blocks dropped (36 entries per row) runs as BSR there, and a sparser
+    // one (one block in five kept: below the threshold) as CSR.
+    let shorter = BTreeMap::from([
+        ("A".to_string(), Input::Coo(short)),
+        ("x".to_string(), dense(vec![n], 6)),
+    ]);
+    let stats = DataStats::of(&shorter);
+    assert!(
+        stats.mean_row() >= lacuna::driver::SPMV_BSR_MIN_ROW,
+        "{stats:?}"
+    );
+    assert_eq!(stats.block, 3, "{stats:?}");
+    let s = builtin_schedule(&spmv, &stats).expect("a built-in schedule");
+    assert!(
+        decomposes_into(&s, "(+ (bsr 3) remainder)"),
+        "{:?}",
+        s.trace
+    );
+    let want = run_kernel(&spmv, &shorter, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+    assert_threads_agree(
+        &spmv,
+        &s,
+        &shorter,
+        &want.outputs["y"].values().to_f64_vec(),
+    );
+    let few: Vec<_> = full
+        .iter()
+        .copied()
+        .filter(|&(r, c, _)| (r / 3 + 2 * (c / 3)) % 5 == 0 && r < 120 && c < 111)
+        .collect();
+    let few = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &few))),
+        ("x".to_string(), dense(vec![n], 6)),
+    ]);
+    let stats = DataStats::of(&few);
+    assert!(
+        stats.mean_row() < lacuna::driver::SPMV_BSR_MIN_ROW,
+        "{stats:?}"
+    );
+    let s = builtin_schedule(&spmv, &stats);
+    assert!(
+        !s.as_ref().is_some_and(|s| decomposes_into(s, "(+ (bsr")),
+        "{:?}",
+        s.map(|s| s.trace)
+    );
 }
