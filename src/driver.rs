@@ -2680,13 +2680,13 @@ pub struct CompiledCoKernel {
 }
 
 impl CompiledCoKernel {
-    /// Compiles every function of `k`, side by side ([`compile_side_by_side`]).
+    /// Compiles every function of `k`, side by side ([`lacuna_target::compile_side_by_side`]).
     pub fn new(k: &lacuna_stage2::coiter::CoKernel) -> Result<CompiledCoKernel, DriverError> {
         let opts = CodegenOptions::default();
         let mut funcs = vec![&k.compute];
         funcs.extend(k.one_pass.as_ref());
         funcs.extend(k.count.as_ref());
-        let mut compiled = compile_side_by_side(&funcs, &opts).into_iter();
+        let mut compiled = lacuna_target::compile_side_by_side(&funcs, &opts).into_iter();
         let mut next = || compiled.next().expect("one result per function");
         let compute = next()?;
         let one_pass = k.one_pass.as_ref().map(|_| next()).transpose()?;
@@ -2697,46 +2697,6 @@ impl CompiledCoKernel {
             one_pass,
         })
     }
-}
-
-/// Stack of the threads that compile a function beside another (LLVM's passes recurse over
-/// the IR; the main thread's 8 MiB is what they get otherwise).
-const COMPILE_STACK_BYTES: usize = 8 << 20;
-
-/// Compiles `funcs` (independent functions: each gets its own LLVM context and module), the
-/// first on the calling thread and every other on a thread of its own, concurrently; the
-/// results in `funcs`' order. Where a thread cannot be started, its function is compiled on
-/// the calling thread after the others. Co-iteration kernels hold up to three functions (the
-/// count and compute passes and the one-pass function): SpAdd C = A + Aᵀ on cage10, `lacuna
-/// run`, three runs (session 32, AMD Zen 4 guest, 2 vCPUs): 16–22, 31–37 and 48–65 ms one
-/// after another, 97–120 ms in all.
-pub fn compile_side_by_side(
-    funcs: &[&lacuna_stage2::ir::Func],
-    opts: &CodegenOptions,
-) -> Vec<Result<CompiledKernel, CodegenError>> {
-    let Some((first, rest)) = funcs.split_first() else {
-        return Vec::new();
-    };
-    std::thread::scope(|s| {
-        let handles: Vec<_> = rest
-            .iter()
-            .map(|f| {
-                std::thread::Builder::new()
-                    .name(format!("compile {}", f.name))
-                    .stack_size(COMPILE_STACK_BYTES)
-                    .spawn_scoped(s, move || compile(f, opts))
-                    .map_err(|_| *f)
-            })
-            .collect();
-        let mut out = vec![compile(first, opts)];
-        for h in handles {
-            out.push(match h {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(f) => compile(f, opts),
-            });
-        }
-        out
-    })
 }
 
 /// A co-iteration kernel with its compiled functions for one target, built together: the

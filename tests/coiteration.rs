@@ -153,27 +153,19 @@ fn compiled(p: &Program) -> Compiled {
     c
 }
 
-/// Compiles `k`'s functions side by side ([`lacuna::driver::compile_side_by_side`]), checking
-/// that every result is its function's, in order.
+/// Compiles `k`'s functions as the driver does ([`lacuna::driver::CompiledCoKernel::new`]:
+/// side by side), checking that every result is its function's.
 fn compile_kernel(k: CoKernel) -> Compiled {
-    let opts = lacuna::target::CodegenOptions::default();
-    let funcs: Vec<_> = [k.count.as_ref(), Some(&k.compute), k.one_pass.as_ref()]
-        .into_iter()
-        .flatten()
-        .collect();
-    let mut out = lacuna::driver::compile_side_by_side(&funcs, &opts).into_iter();
-    assert_eq!(out.len(), funcs.len(), "one result per function");
-    let mut next = |f: &lacuna::stage2::ir::Func| {
-        let c = out
-            .next()
-            .expect("one result per function")
-            .unwrap_or_else(|e| panic!("{} compiles: {e}", f.name));
-        assert_eq!(c.name(), f.name, "results in the functions' order");
-        c
-    };
-    let count = k.count.as_ref().map(&mut next);
-    let compute = next(&k.compute);
-    let one_pass = k.one_pass.as_ref().map(&mut next);
+    let lacuna::driver::CompiledCoKernel {
+        count,
+        compute,
+        one_pass,
+    } = lacuna::driver::CompiledCoKernel::new(&k).expect("compiles");
+    let names = |c: Option<&lacuna::target::CompiledKernel>| c.map(|c| c.name().to_string());
+    let funcs = |f: Option<&lacuna::stage2::ir::Func>| f.map(|f| f.name.clone());
+    assert_eq!(names(count.as_ref()), funcs(k.count.as_ref()));
+    assert_eq!(compute.name(), k.compute.name);
+    assert_eq!(names(one_pass.as_ref()), funcs(k.one_pass.as_ref()));
     Compiled {
         k,
         count,
@@ -2241,10 +2233,10 @@ fn row_blocks_compute_blocks_of_equal_rows() {
 #[test]
 fn side_by_side_compiles_each_function_once() {
     let opts = lacuna::target::CodegenOptions::default();
-    assert!(lacuna::driver::compile_side_by_side(&[], &opts).is_empty());
+    assert!(lacuna::target::compile_side_by_side(&[], &opts).is_empty());
     let k = CoKernel::new(&kernel("spadd", &[], None)).expect("lowers");
     let alone = lacuna::target::compile(&k.compute, &opts).expect("compiles");
-    let out = lacuna::driver::compile_side_by_side(&[&k.compute, &k.compute], &opts);
+    let out = lacuna::target::compile_side_by_side(&[&k.compute, &k.compute], &opts);
     assert_eq!(out.len(), 2);
     for c in out {
         let c = c.expect("compiles");

@@ -39,7 +39,9 @@ impl Lanes {
         e.reads_var(&|v| self.varying.contains(v))
     }
 
-    /// Whether `e` holds a value loaded at a lane-varying position.
+    /// Whether `e` holds a value loaded at a lane-varying position (such an `e` also
+    /// [`Lanes::varies`]: the position reads a varying variable, or a loaded one, which is
+    /// varying too).
     fn loaded(&self, e: &Expr) -> bool {
         match e {
             Expr::Var(v) => self.loaded.contains(v),
@@ -53,7 +55,7 @@ impl Lanes {
     fn gathers(&self, e: &Expr) -> bool {
         let here = match e {
             Expr::Load { indices, .. } => indices.iter().any(|i| self.loaded(i)),
-            Expr::Search { .. } | Expr::Segment { .. } => self.varies(e) || self.loaded(e),
+            Expr::Search { .. } | Expr::Segment { .. } => self.varies(e),
             _ => false,
         };
         here || e.children().into_iter().any(|c| self.gathers(c))
@@ -61,7 +63,7 @@ impl Lanes {
 
     /// Records a variable bound (or assigned) to `value`.
     fn bind(&mut self, var: &str, value: &Expr) {
-        if self.varies(value) || self.loaded(value) {
+        if self.varies(value) {
             self.varying.insert(var.to_string());
         }
         if self.loaded(value) {
