@@ -531,15 +531,32 @@ impl DecomposedKernel {
 /// binds. It is compiled for the kernel's backend: the JIT for `jit` (and CUDA kernels, whose
 /// inputs are prepared on the host), the stage-II interpreter for the interpreters.
 pub struct ValueCopy {
-    func: lacuna_stage2::Func,
     conv: Conversion,
-    exe: Box<Executable>,
+    copy: Copy,
+}
+
+/// How a [`ValueCopy`] fills the parts' values.
+enum Copy {
+    /// The generated function, built for the kernel's target.
+    Generated {
+        func: lacuna_stage2::Func,
+        exe: Box<Executable>,
+    },
+    /// An iso conversion (`iso_values`): the decomposed buffer's values, checked equal, give the
+    /// one value `BUFFER.iso` the kernel reads.
+    Iso,
 }
 
 impl ValueCopy {
     /// Generates and builds the copy of `conv` for `target`; `None` for a conversion whose
     /// parts are built with their values (`per_relation`).
     pub fn build(conv: &Conversion, target: Target) -> Result<Option<ValueCopy>, DriverError> {
+        if conv.iso {
+            return Ok(Some(ValueCopy {
+                conv: conv.clone(),
+                copy: Copy::Iso,
+            }));
+        }
         let Some(func) = lacuna_schedule::value_copy_func(conv) else {
             return Ok(None);
         };
@@ -557,9 +574,11 @@ impl ValueCopy {
             }
         };
         Ok(Some(ValueCopy {
-            func,
             conv: conv.clone(),
-            exe: Box::new(exe),
+            copy: Copy::Generated {
+                func,
+                exe: Box::new(exe),
+            },
         }))
     }
 
@@ -568,9 +587,13 @@ impl ValueCopy {
         &self.conv.buffer
     }
 
-    /// The generated function (flat stage-II IR).
-    pub fn func(&self) -> &lacuna_stage2::Func {
-        &self.func
+    /// The generated function (flat stage-II IR); `None` for an iso conversion, whose one
+    /// value the driver checks and stores itself.
+    pub fn func(&self) -> Option<&lacuna_stage2::Func> {
+        match &self.copy {
+            Copy::Generated { func, .. } => Some(func),
+            Copy::Iso => None,
+        }
     }
 
     /// Runs the copy on `b`, which [`convert_inputs`] seeded: the parts' values become those of
@@ -578,8 +601,12 @@ impl ValueCopy {
     /// pattern needs a new conversion).
     pub fn run(&self, p: &Program, b: &mut Bindings) -> Result<(), DriverError> {
         use lacuna_schedule::decompose::DecomposeError;
-        let param = lacuna_schedule::source_len_param(&self.conv.buffer);
         let missing = |buffer: String| DriverError::Bind(BindError::MissingInput { buffer });
+        let (func, exe) = match &self.copy {
+            Copy::Generated { func, exe } => (func, exe),
+            Copy::Iso => return self.run_iso(b),
+        };
+        let param = lacuna_schedule::source_len_param(&self.conv.buffer);
         let nnz = b
             .params
             .get(&param)
@@ -600,7 +627,7 @@ impl ValueCopy {
                 },
             });
         }
-        for decl in &self.func.buffers {
+        for decl in &func.buffers {
             if decl.name != self.conv.buffer && !b.buffers.contains_key(&decl.name) {
                 return Err(missing(decl.name.clone()));
             }
@@ -646,7 +673,40 @@ impl ValueCopy {
         }
         // SAFETY: the copy reads `a` below `entries` (checked above, with the other slots'
         // extents) and the parts' maps and values below their slot counts (checked above).
-        unsafe { self.exe.run_unchecked(p, b) }
+        unsafe { exe.run_unchecked(p, b) }
+    }
+
+    /// The run of an iso conversion: the decomposed buffer's values must be equal bit for bit
+    /// (an error names the first that is not); that value becomes `BUFFER.iso`.
+    fn run_iso(&self, b: &mut Bindings) -> Result<(), DriverError> {
+        let buffer = &self.conv.buffer;
+        let iso = lacuna_schedule::iso_name(buffer);
+        let missing = |buffer: &String| {
+            DriverError::Bind(BindError::MissingInput {
+                buffer: buffer.clone(),
+            })
+        };
+        let value = match b.buffers.get(buffer).ok_or_else(|| missing(buffer))? {
+            lacuna_ir::ArrayData::F64(v) => lacuna_schedule::iso_value(v),
+            // Binding stores an f64 buffer's values as f64: another type is not this kernel's.
+            other => lacuna_schedule::iso_value(&other.to_f64_vec()),
+        }
+        .map_err(|source| DriverError::Conversion {
+            buffer: buffer.clone(),
+            source,
+        })?;
+        match b.buffers.get_mut(&iso).ok_or_else(|| missing(&iso))? {
+            lacuna_ir::ArrayData::F64(one) if one.len() == 1 => one[0] = value,
+            other => {
+                return Err(DriverError::Bind(BindError::Length {
+                    buffer: iso,
+                    array: "values".into(),
+                    expected: 1,
+                    found: other.len(),
+                }))
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1077,6 +1137,10 @@ pub struct DataStats {
     /// ([`lacuna_target::host_stream_bytes`]; see [`SPMM_STREAM_MIN_BYTES`]). A property of the
     /// host.
     pub stream_stores: bool,
+    /// Whether the sparse input's values are all equal (a Matrix Market `pattern` file, an
+    /// unweighted graph): SpMV's built-in schedule then stores one value (`iso_values`), so that
+    /// its kernel loads only the structure ([`with_iso_values`]).
+    pub iso_values: bool,
 }
 
 /// The number of distinct diagonals (`column - row`) of the 2-D tensor `a` that hold a stored
@@ -1261,6 +1325,9 @@ pub struct MatrixProfile {
     pub diagonals: usize,
     /// [`whole_blocks`], in rows of [`BLOCKS_MIN_ROW`] entries or more on average (0 otherwise).
     pub block: usize,
+    /// Whether the matrix has entries and their values are all equal bit for bit (see
+    /// [`DataStats::iso_values`]).
+    pub iso_values: bool,
 }
 
 impl MatrixProfile {
@@ -1275,7 +1342,16 @@ impl MatrixProfile {
             row_changes_permille: row_length_changes(a),
             diagonals: diagonal_count(a),
             block: if long_rows { whole_blocks(a) } else { 0 },
+            iso_values: a.nnz() > 0 && equal_values(&a.values),
         }
+    }
+}
+
+/// Whether the values are all equal bit for bit (as `iso_values` checks them).
+fn equal_values(values: &lacuna_ir::ArrayData) -> bool {
+    match values {
+        lacuna_ir::ArrayData::F64(v) => lacuna_schedule::iso_value(v).is_ok(),
+        other => lacuna_schedule::iso_value(&other.to_f64_vec()).is_ok(),
     }
 }
 
@@ -1342,6 +1418,7 @@ impl DataStats {
             row_changes_permille: m.row_changes_permille,
             diagonals: m.diagonals,
             block: m.block,
+            iso_values: m.iso_values,
             ..DataStats::host()
         }
     }
@@ -1609,6 +1686,45 @@ pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option
 
 /// [`default_schedule`] from the statistics it reads.
 pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
+    let file = builtin_layout(p, data);
+    if p.name == "spmv" && data.iso_values {
+        return with_iso_values(p, file, "A");
+    }
+    file
+}
+
+/// `file` (the empty schedule for `None`) with `buffer`'s values stored once (`iso_values`),
+/// after its `decompose_format`s, where the schedule replays with it; `file` otherwise (a
+/// layout that pads, `bsr` or `dia`, keeps its values).
+///
+/// A kernel reading a matrix of equal values (a `pattern` file) then loads only its structure.
+/// `lacuna bench`, min of three alternating rounds of 200, one / two threads, the Zen 4 guest
+/// of session 33, SpMV's sliced ELL `(sell 8 1024)` without → with `iso_values` on the shared
+/// `pattern` matrices: soc-Slashdot0902 0.68 / 0.70 of the time, cit-HepPh 0.81 / 0.81,
+/// email-Enron 0.86 / 0.80, EX5 0.85 / 0.90, citeseer_features 0.81 / 1.01, ego-Facebook
+/// 1.08 / 0.94; rows of CSR (wing) 0.94 / 0.97.
+pub fn with_iso_values(
+    p: &Program,
+    file: Option<ScheduleFile>,
+    buffer: &str,
+) -> Option<ScheduleFile> {
+    use lacuna_schedule::Instruction as I;
+    let mut trace = file.as_ref().map(|f| f.trace.clone()).unwrap_or_default();
+    let at = trace
+        .iter()
+        .rposition(|i| matches!(i, I::DecomposeFormat { .. }))
+        .map_or(0, |i| i + 1);
+    trace.insert(
+        at,
+        I::IsoValues {
+            buffer: buffer.into(),
+        },
+    );
+    replayable(p, trace).or(file)
+}
+
+/// [`builtin_schedule`] before `iso_values`: the layout and loops from the statistics.
+fn builtin_layout(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
     use lacuna_schedule::Instruction as I;
     let nnz = data.nnz;
     let mut trace = Vec::new();
@@ -3445,6 +3561,14 @@ pub fn convert_inputs(
             .ok_or_else(|| BindError::MissingInput {
                 buffer: conv.buffer.clone(),
             })?;
+        if conv.iso && conv.parts.is_empty() {
+            // The buffer keeps its storage; its one value is filled when the kernel runs.
+            given.buffers.insert(
+                lacuna_schedule::iso_name(&conv.buffer),
+                lacuna_ir::ArrayData::F64(vec![0.0]),
+            );
+            continue;
+        }
         let mut coo = match input {
             Input::Coo(c) => std::borrow::Cow::Borrowed(c),
             Input::Sparse(t) => std::borrow::Cow::Owned(t.to_coo()),

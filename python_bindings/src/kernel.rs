@@ -275,6 +275,9 @@ impl PySchedule {
     fn decompose_format(&mut self, buffer: String, into: String) -> PyResult<()> {
         self.apply(Instruction::DecomposeFormat { buffer, into })
     }
+    fn iso_values(&mut self, buffer: String) -> PyResult<()> {
+        self.apply(Instruction::IsoValues { buffer })
+    }
     fn pos(&mut self, iter: String, axis: String, buffer: String) -> PyResult<()> {
         self.apply(Instruction::Pos { iter, axis, buffer })
     }

@@ -351,3 +351,31 @@ def test_cache_primitives_and_set_scope(data):
     with pytest.raises(lacuna.ScheduleError, match="set_scope"):
         u.set_scope("X_local", "shared")
     assert u.lower(2) == before
+
+
+def test_iso_values_keep_results_and_refuse_unequal_values():
+    # A pattern matrix (every value 1) stored once, as stored and as sliced ELL; unequal
+    # values are a FormatError naming the entry, a padding layout a ScheduleError.
+    a = random_csr(60, 50, density=0.1, seed=11)
+    a.data[:] = 1.0
+    x = np.random.default_rng(11).standard_normal(50)
+    plain = lacuna.Schedule(kernel("spmv"))
+    plain.iso_values("A")
+    plain.parallel("spmv:i")
+    sliced = lacuna.Schedule(kernel("spmv"))
+    sliced.decompose_format("A", "(sell 8 16)")
+    sliced.iso_values("A")
+    sliced.parallel("spmv_p0:ig.p0")
+    for s in (plain, sliced):
+        assert "iso_values" in s.primitives()
+        f = lacuna.build(s)
+        for threads in (1, 2, 3):
+            assert_close(f(A=a, x=x, threads=threads)["y"], a @ x)
+        b = a.copy()
+        b.data[5] = 2.0
+        with pytest.raises(lacuna.FormatError, match="entry 5"):
+            f(A=b, x=x)
+    with pytest.raises(lacuna.ScheduleError, match="pads rows"):
+        s = lacuna.Schedule(kernel("spmv"))
+        s.decompose_format("A", "(+ (bsr 2) remainder)")
+        s.iso_values("A")

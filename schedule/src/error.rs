@@ -126,6 +126,7 @@ impl ScheduleError {
             Instruction::SparseDecomposeInit { iter } => format!("{iter:?}"),
             Instruction::Pos { iter, axis, buffer } => format!("{iter:?}, {axis:?}, {buffer:?}"),
             Instruction::DecomposeFormat { buffer, into } => format!("{buffer:?}, {into:?}"),
+            Instruction::IsoValues { buffer } => format!("{buffer:?}"),
             Instruction::Split { r#loop, factors } => format!("{loop:?}, {factors:?}"),
             Instruction::Fuse { outer, inner } => format!("{outer:?}, {inner:?}"),
             Instruction::Divide { r#loop, parts } => format!("{loop:?}, {parts}"),

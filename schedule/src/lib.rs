@@ -23,6 +23,7 @@ pub use primitives::decompose_format::{
     convert, convert_relations, convert_structure, source_len_param, source_name, Conversion,
     PartKind,
 };
+pub use primitives::iso::{iso_name, iso_value, lane_len_name};
 pub use primitives::value_copy::{value_copy_extents, value_copy_func, CopyExtent};
 pub use schedule::Schedule;
 pub use trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};

@@ -4,7 +4,7 @@ use crate::error::{Condition, ScheduleError};
 use crate::primitives::cache::{self, CacheKind};
 use crate::primitives::decompose_format::{self, Conversion};
 use crate::primitives::{
-    annotate, blockize, compute_at, horizontal, loop_kind, loop_transform, sparse,
+    annotate, blockize, compute_at, horizontal, iso, loop_kind, loop_transform, sparse,
 };
 use crate::trace::{Instruction, ScheduleFile, SCHEDULE_FORMAT_VERSION};
 use lacuna_stage1::{sparsify, verify, Program};
@@ -186,6 +186,8 @@ impl Schedule {
     pub fn apply(&mut self, inst: Instruction) -> Result<(), ScheduleError> {
         let err = |c: Condition| ScheduleError::new(&inst, c);
         let mut pending: Option<Conversion> = None;
+        // The conversion `pending` replaces (`iso_values` of a decomposed buffer).
+        let mut replaced: Option<usize> = None;
         if inst.is_stage1() {
             if self.stage2.is_some() {
                 return Err(err(Condition::StageOrder));
@@ -207,12 +209,32 @@ impl Schedule {
                     sparse::pos(self.program.clone(), iter, axis, buffer)
                 }
                 Instruction::DecomposeFormat { buffer, into } => {
+                    if self
+                        .conversions
+                        .iter()
+                        .any(|c| c.iso && &c.buffer == buffer)
+                    {
+                        return Err(err(Condition::BadArgument {
+                            what: format!(
+                                "`{buffer}` stores one value (iso_values): decompose it before"
+                            ),
+                        }));
+                    }
                     decompose_format::decompose_format(self.program.clone(), buffer, into).map(
                         |(p, conv)| {
                             pending = Some(conv);
                             p
                         },
                     )
+                }
+                Instruction::IsoValues { buffer } => {
+                    let at = self.conversions.iter().rposition(|c| &c.buffer == buffer);
+                    let conv = at.map(|i| &self.conversions[i]);
+                    iso::iso_values(self.program.clone(), buffer, conv).map(|(p, conv)| {
+                        replaced = at;
+                        pending = Some(conv);
+                        p
+                    })
                 }
                 Instruction::SparseAnnotate { iter, key, value } => {
                     sparse::annotate(self.program.clone(), iter, key, Some(value))
@@ -230,7 +252,10 @@ impl Schedule {
             lower_to_stage2(&p, &mut |_, _| {})
                 .map_err(|e| err(Condition::Invalid(e.to_string())))?;
             self.program = p;
-            self.conversions.extend(pending);
+            match (replaced, pending) {
+                (Some(i), Some(conv)) => self.conversions[i] = conv,
+                (_, pending) => self.conversions.extend(pending),
+            }
         } else {
             let f = self.stage2()?;
             if let Instruction::ExtractPreprocess = &inst {

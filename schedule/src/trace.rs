@@ -41,6 +41,15 @@ pub enum Instruction {
         /// The decomposition.
         into: String,
     },
+    /// Stage I: store the values of a sparse buffer whose values are all equal once (GraphBLAS's
+    /// iso-valued matrices; a Matrix Market `pattern` file): the kernel reads one value instead
+    /// of one per entry, and the run checks the buffer's values equal. Applies to a buffer as
+    /// stored or after its `decompose_format` into parts that store exactly its entries
+    /// (`csr`, `remainder`, `rcm`, `panels`, `sell`).
+    IsoValues {
+        /// The buffer.
+        buffer: String,
+    },
     /// Stage I: iterate the stored positions of a buffer's sparse axis instead of a dense
     /// axis's coordinates (TACO's `pos`).
     Pos {
@@ -299,6 +308,7 @@ impl Instruction {
             Instruction::SparseDecomposeInit { .. } => "sparse_decompose_init",
             Instruction::Pos { .. } => "pos",
             Instruction::DecomposeFormat { .. } => "decompose_format",
+            Instruction::IsoValues { .. } => "iso_values",
             Instruction::Specialize { .. } => "specialize",
             Instruction::Split { .. } => "split",
             Instruction::Divide { .. } => "divide",
@@ -338,6 +348,7 @@ impl Instruction {
                 | Instruction::SparseDecomposeInit { .. }
                 | Instruction::Pos { .. }
                 | Instruction::DecomposeFormat { .. }
+                | Instruction::IsoValues { .. }
                 | Instruction::Specialize { .. }
                 | Instruction::SparseAnnotate { .. }
                 | Instruction::SpecializeBuffer { .. }

@@ -77,7 +77,7 @@ class Schedule:
     Every primitive checks that it is legal; when it is not, it raises :class:`ScheduleError`
     naming the primitive, its arguments and the violated condition, and the schedule is left
     unchanged. Stage-I primitives (``sparse_reorder``, ``sparse_fuse``,
-    ``sparse_decompose_init``, ``decompose_format``,
+    ``sparse_decompose_init``, ``decompose_format``, ``iso_values``,
     ``pos``, ``specialize``) come before stage-II ones (``split``, ``divide``, ``fuse``,
     ``reorder``, ``parallel``, ``vectorize``, ``bind``, ``unroll``). Loops are named by their
     iterator variable (``"k"``), or ``"BLOCK:k"`` for the ``k`` loop enclosing block ``BLOCK``.
@@ -165,6 +165,14 @@ class Schedule:
         gets its own copy of the iterations reading the buffer. The conversion runs on every
         call of the built function (the arguments are then copied)."""
         self._s.decompose_format(buffer, into)
+
+    def iso_values(self, buffer: str) -> None:
+        """Stores the values of sparse input ``buffer``, all equal (an unweighted graph, a
+        ``pattern`` file), once (GraphBLAS's iso-valued matrices): the kernel loads only the
+        structure. Applies to the buffer as stored or after ``decompose_format`` into ``csr``,
+        ``remainder``, ``rcm``, ``panels`` or ``sell`` parts. Each call checks the values
+        equal bit for bit and raises :class:`FormatError` naming the first that is not."""
+        self._s.iso_values(buffer)
 
     def pos(self, iter: str, axis: str, buffer: str) -> None:
         """Makes dense ``axis`` of ``iter`` iterate the stored positions of ``buffer`` (TACO's

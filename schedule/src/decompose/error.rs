@@ -77,6 +77,16 @@ pub enum DecomposeError {
         /// The number of stored entries.
         nnz: usize,
     },
+    /// The values of a buffer stored once (`iso_values`) are not all equal.
+    #[error("stored entry {position} is {value:e}, unlike entry 0 ({first:e}): iso_values stores one value for every entry, so the values must be equal bit for bit")]
+    NotIso {
+        /// The first entry (in storage order) that differs from entry 0.
+        position: usize,
+        /// Its value.
+        value: f64,
+        /// Entry 0's value.
+        first: f64,
+    },
     /// `values` and `indices` have different lengths.
     #[error("values has {found} entries, expected nnz = {expected}")]
     ValuesLength {

@@ -79,6 +79,12 @@ pub struct Conversion {
     /// [`convert_relations`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub per_relation: bool,
+    /// The buffer's values are stored once (`iso_values`): the parts hold no values, and the
+    /// kernel reads the one value `BUFFER.iso` ([`iso_name`](super::iso::iso_name)), which the
+    /// run fills from the buffer's values after checking them equal. With no `parts`, the
+    /// buffer keeps its storage (an `iso_values` of a buffer no `decompose_format` split).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub iso: bool,
 }
 
 /// An input of row or column ids built by the conversion: coordinates of axis `of`, checked
@@ -91,7 +97,7 @@ fn coordinates_buffer(name: String, axes: Vec<String>, dtype: DType, of: &str) -
 }
 
 /// A plain input buffer (the conversion binds its data).
-fn input_buffer(name: String, axes: Vec<String>, dtype: DType) -> Buffer {
+pub(crate) fn input_buffer(name: String, axes: Vec<String>, dtype: DType) -> Buffer {
     Buffer {
         name,
         axes,
@@ -409,6 +415,7 @@ pub fn decompose_format(
             decomposition: d,
             parts: kinds,
             per_relation: false,
+            iso: false,
         },
     ))
 }
@@ -714,7 +721,15 @@ pub fn convert(
     conv: &Conversion,
     a: &CsrMatrix,
 ) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
-    bind_parts(conv, materialize(a, &conv.decomposition)?, None)
+    let iso = if conv.iso {
+        super::iso::iso_value(&a.values)?
+    } else {
+        0.0
+    };
+    if conv.parts.is_empty() {
+        return bind_parts(conv, vec![], None, iso);
+    }
+    bind_parts(conv, materialize(a, &conv.decomposition)?, None, iso)
 }
 
 /// The inspector half of a conversion: like [`convert`], but every part's values are bound as
@@ -729,8 +744,12 @@ pub fn convert_structure(
     conv: &Conversion,
     a: &CsrMatrix,
 ) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
+    if conv.parts.is_empty() {
+        // The buffer keeps its storage: only its one value (an `iso_values` alone).
+        return bind_parts(conv, vec![], None, 0.0);
+    }
     let inspection = crate::decompose::inspect(a, &conv.decomposition)?;
-    let mut b = bind_parts(conv, inspection.parts, Some(inspection.sources))?;
+    let mut b = bind_parts(conv, inspection.parts, Some(inspection.sources), 0.0)?;
     b.params
         .insert(source_len_param(&conv.buffer), a.nnz() as i64);
     Ok(b)
@@ -747,11 +766,14 @@ pub fn source_len_param(b: &str) -> String {
     format!("{b}.src_nnz")
 }
 
-/// Bindings of the parts' structure and values, and of their source maps where given.
+/// Bindings of the parts' structure and values, and of their source maps where given. An iso
+/// conversion binds `iso` as the one value instead of the parts' values and source maps, and
+/// each `sell` part's lane lengths.
 fn bind_parts(
     conv: &Conversion,
     parts: Vec<crate::decompose::Part>,
     sources: Option<Vec<Vec<i64>>>,
+    iso: f64,
 ) -> Result<lacuna_stage1::Bindings, crate::decompose::DecomposeError> {
     use lacuna_ir::ArrayData;
     use lacuna_stage1::AxisData;
@@ -851,6 +873,12 @@ fn bind_parts(
                 };
                 b.buffers.insert(format!("{pn}.col"), cols);
                 b.buffers.insert(format!("{pn}.row"), i64s(&s.rows));
+                if conv.iso {
+                    b.buffers.insert(
+                        super::iso::lane_len_name(&conv.buffer, t),
+                        ArrayData::I64(sell_lane_lengths(&s)),
+                    );
+                }
                 b.buffers.insert(pn, ArrayData::F64(s.values));
             }
             Storage::Dia(s) => {
@@ -900,7 +928,33 @@ fn bind_parts(
             }
         }
     }
+    if conv.iso {
+        // The kernel reads the one value; the parts hold none.
+        for t in 0..conv.parts.len() {
+            b.buffers.remove(&part_name(&conv.buffer, t));
+            b.buffers.remove(&source_name(&conv.buffer, t));
+        }
+        b.buffers.insert(
+            super::iso::iso_name(&conv.buffer),
+            ArrayData::F64(vec![iso]),
+        );
+    }
     Ok(b)
+}
+
+/// The number of slots each lane of each group of `s` fills (its row's length), `groups *
+/// lanes` of them: a lane's entries fill its first steps.
+fn sell_lane_lengths(s: &crate::decompose::SellStorage) -> Vec<i64> {
+    let lanes = s.lanes;
+    let mut lens = vec![0i64; s.rows.len()];
+    for (g, w) in s.steps.windows(2).enumerate() {
+        for (l, len) in lens[g * lanes..(g + 1) * lanes].iter_mut().enumerate() {
+            *len = (w[0]..w[1])
+                .filter(|&q| s.mask.get(q * lanes + l).copied().unwrap_or(false))
+                .count() as i64;
+        }
+    }
+    lens
 }
 
 /// The inner term of `(per_relation TERM)`, if `into` is one.
@@ -931,7 +985,7 @@ fn lane_axes(pn: &str, groups: &str, lanes: usize) -> (Axis, Axis) {
     (g, l)
 }
 
-fn i64_axis(name: String, kind: AxisKind, sorted: bool) -> Axis {
+pub(crate) fn i64_axis(name: String, kind: AxisKind, sorted: bool) -> Axis {
     index_axis(name, kind, IndexType::I64, sorted)
 }
 
@@ -1170,6 +1224,7 @@ fn decompose_relations(
             decomposition: d,
             parts: kinds,
             per_relation: true,
+            iso: false,
         },
     ))
 }

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod compute_at;
 pub mod decompose_format;
 pub mod horizontal;
+pub mod iso;
 pub mod loop_kind;
 pub mod loop_transform;
 pub mod rfactor;

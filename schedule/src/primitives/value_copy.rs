@@ -105,8 +105,8 @@ pub struct CopyExtent {
 }
 
 /// What the value copy of `conv` reads and writes, for the parameters `params` (those the
-/// inspector bound): one [`CopyExtent`] per part, in order. Empty for a `per_relation`
-/// conversion, which has no copy. The driver checks bindings against these before running a
+/// inspector bound): one [`CopyExtent`] per part, in order. Empty for a `per_relation` or iso
+/// conversion, which has no generated copy. The driver checks bindings against these before running a
 /// compiled copy, which does no bounds checks.
 pub fn value_copy_extents(
     conv: &Conversion,
@@ -120,7 +120,7 @@ pub fn value_copy_extents(
             _ => None,
         }
     }
-    if conv.per_relation {
+    if conv.per_relation || conv.iso {
         return vec![];
     }
     conv.parts
@@ -144,9 +144,10 @@ pub fn value_copy_extents(
 /// the stage-II interpreter; it reads `A`'s values as bound for the decomposed program (CSR
 /// order) and writes the parts' values.
 ///
-/// `None` for a `per_relation` conversion, whose parts are still built with their values.
+/// `None` for a `per_relation` conversion, whose parts are still built with their values, and
+/// for an iso one (`iso_values`), whose parts hold no values.
 pub fn value_copy_func(conv: &Conversion) -> Option<Func> {
-    if conv.per_relation {
+    if conv.per_relation || conv.iso {
         return None;
     }
     let a = &conv.buffer;

@@ -194,12 +194,16 @@ impl Translator<'_> {
                 coord_expr(self.p, &sv.var, &sv.axis, &scope[..upto])?
             }
             Expr::Load { buffer, indices } => {
+                let constant = self.constant_input_element(&buffer, &indices);
                 let (indices, guard) = self.access(&buffer, indices, scope, pre)?;
                 let load = Expr::Load {
                     buffer: buffer.clone(),
                     indices,
                 };
                 match guard {
+                    // Always in bounds: read once before the statement (a `let` that can leave
+                    // the loops), not in the arm of a `select` that would make it conditional.
+                    None if constant => Self::bind_value(load, pre, &mut self.counter),
                     None => load,
                     Some(g) => {
                         let b = self
@@ -411,8 +415,13 @@ impl Translator<'_> {
         let ax = &y.name;
         let it = y.idtype.dtype();
         let ge0 = || Expr::bin(BinOp::Ge, c.clone(), Expr::i64(0));
+        // A constant coordinate inside a constant extent needs no range check.
+        let constant_inside = |n: &Size| match (&c, n) {
+            (Expr::Int(v, _), Size::Const(n)) => u64::try_from(*v).is_ok_and(|v| v < *n),
+            _ => false,
+        };
         Ok(match &y.kind {
-            AxisKind::DenseFixed { n } if checked => {
+            AxisKind::DenseFixed { n } if checked && !constant_inside(n) => {
                 let inside = Expr::bin(
                     BinOp::And,
                     ge0(),
@@ -529,6 +538,25 @@ impl Translator<'_> {
             .and_then(|b| b.coordinates_of.as_deref())
             .and_then(|x| self.p.axis(x))
             .is_some_and(|x| x.kind.coord_extent() == n)
+    }
+
+    /// Whether `buffer[indices]` is an element of an input at constant coordinates inside its
+    /// axes' constant extents (e.g. the one value of an `iso_values` buffer, `A.iso[0]`): a
+    /// load that is always in bounds and reads what no statement writes.
+    fn constant_input_element(&self, buffer: &str, indices: &[Expr]) -> bool {
+        let Some(b) = self.p.buffer(buffer) else {
+            return false;
+        };
+        b.role == lacuna_stage1::Role::Input
+            && b.axes.len() == indices.len()
+            && b.axes.iter().zip(indices).all(|(ax, i)| {
+                match (self.p.axis(ax).map(|a| &a.kind), i) {
+                    (Some(AxisKind::DenseFixed { n: Size::Const(n) }), Expr::Int(v, _)) => {
+                        u64::try_from(*v).is_ok_and(|v| v < *n)
+                    }
+                    _ => false,
+                }
+            })
     }
 
     /// Binds `value` to a `let` (reusing one of equal value in `pre`) and returns its variable.
