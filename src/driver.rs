@@ -1348,7 +1348,7 @@ impl MatrixProfile {
 }
 
 /// Whether the values are all equal bit for bit (as `iso_values` checks them).
-fn equal_values(values: &lacuna_ir::ArrayData) -> bool {
+pub fn equal_values(values: &lacuna_ir::ArrayData) -> bool {
     match values {
         lacuna_ir::ArrayData::F64(v) => lacuna_schedule::iso_value(v).is_ok(),
         other => lacuna_schedule::iso_value(&other.to_f64_vec()).is_ok(),

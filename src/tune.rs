@@ -673,7 +673,15 @@ pub fn prepare(
     let b = bind_with(p, inputs, params, lacuna_stage1::Bindings::default())?;
     let stats = template::csr_buffer(p)
         .and_then(|name| inputs.get(&name)?.coo().and_then(|c| coo_stats(&c)));
-    let t = KernelTemplate::new(p, &b.params, stats.as_ref(), opts);
+    // Equal values: the candidates may store one, as the built-in SpMV schedule does.
+    let iso_values = template::csr_buffer(p)
+        .and_then(|name| inputs.get(&name)?.coo())
+        .is_some_and(|c| c.nnz() > 0 && driver::equal_values(&c.values));
+    let opts = TemplateOptions {
+        iso_values: opts.iso_values || iso_values,
+        ..opts.clone()
+    };
+    let t = KernelTemplate::new(p, &b.params, stats.as_ref(), &opts);
     let width = p
         .iterations()
         .first()

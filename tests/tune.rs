@@ -368,6 +368,73 @@ fn spmv_template_tries_lanes_formats() {
     );
 }
 
+/// With equal values (`iso_values`), SpMV's template also tries storing one (the `values`
+/// decision, after the format): its points compute the kernel, and formats that pad (BSR)
+/// refuse it. `lacuna tune` sets the option from the data: its candidates on a `pattern` file
+/// store one value.
+#[test]
+fn spmv_template_tries_one_stored_value_on_equal_values() {
+    let p = load_kernel(&root().join("examples/spmv.ron")).expect("kernel");
+    let (m, n) = (97, 83);
+    let entries: Vec<(usize, usize)> = (0..m)
+        .flat_map(|i| (0..(i % 9) + 1).map(move |k| (i, (i * 13 + k * 7) % n)))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let coo = lacuna::ir::CooTensor {
+        shape: vec![m, n],
+        coords: vec![
+            entries.iter().map(|e| e.0).collect(),
+            entries.iter().map(|e| e.1).collect(),
+        ],
+        values: lacuna::ir::ArrayData::F64(vec![1.0; entries.len()]),
+    };
+    let (inputs, want) = spmv_inputs_and_reference(&p, &coo, |j| j as f64 / 5.0 - 2.0);
+    let params = BTreeMap::new();
+    let b = lacuna::stage1::bind_with(&p, &inputs, &params, Default::default()).expect("binds");
+    let stats = lacuna::tuning::coo_stats(&coo);
+    let plain = KernelTemplate::new(&p, &b.params, stats.as_ref(), &TemplateOptions::default());
+    assert!(!plain.space().decisions.iter().any(|d| d.name == "values"));
+    let opts = TemplateOptions {
+        iso_values: true,
+        ..TemplateOptions::default()
+    };
+    let t = KernelTemplate::new(&p, &b.params, stats.as_ref(), &opts);
+    let space = t.space();
+    let mut one = 0;
+    for i in 0..space.size() {
+        let point = space.point(i);
+        let labels = space.labels(&point);
+        if labels["values"] != "one" || labels["parallel"] != "rows" {
+            continue;
+        }
+        let pads = labels["format"].contains("bsr") || labels["format"].contains("ell ");
+        match t.trace(&point) {
+            Ok(trace) => {
+                assert!(
+                    trace
+                        .iter()
+                        .any(|i| matches!(i, lacuna::schedule::Instruction::IsoValues { .. })),
+                    "{labels:?}: {trace:?}"
+                );
+                assert_point_computes(
+                    &p,
+                    "spmv",
+                    trace,
+                    &inputs,
+                    &params,
+                    "y",
+                    &want,
+                    &format!("{labels:?}"),
+                );
+                one += 1;
+            }
+            Err(e) => assert!(pads || labels["entries"] != "serial", "{labels:?}: {e}"),
+        }
+    }
+    assert!(one >= 4, "{one} points store one value");
+}
+
 /// SpMV's template tries the column-panel widths it is given (those narrower than the
 /// matrix); its panel points compute the kernel at 1 and 3 threads, and with `parallel: rows`
 /// each panel's rows run in parallel, the panel loop serial.

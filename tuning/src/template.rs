@@ -69,6 +69,11 @@ pub struct TemplateOptions {
     /// Cuthill–McKee order, so that rows gathering the same rows of the dense operand run
     /// together; `lacuna tune` tries it, as the built-in SpMM schedule may choose it).
     pub row_orders: bool,
+    /// Whether the sparse input's values are all equal (a `pattern` file): candidates also
+    /// store them once (the `values` decision: `iso_values` after the format, refused by
+    /// formats that pad), as the built-in SpMV schedule does (`lacuna tune` sets it from the
+    /// data).
+    pub iso_values: bool,
 }
 
 /// The formats whose rows run as vector lanes ([`lacuna_schedule::lanes`], also the built-in
@@ -90,6 +95,7 @@ impl Default for TemplateOptions {
             scalar_gathers: false,
             stream_rows: None,
             row_orders: false,
+            iso_values: false,
         }
     }
 }
@@ -260,6 +266,9 @@ impl KernelTemplate {
                 formats.push(Some("rcm".to_string()));
             }
         }
+        if opts.iso_values && buffer.is_some() {
+            space.push("values", vec!["stored".into(), "one".into()]);
+        }
         if formats.len() > 1 {
             space.push(
                 "format",
@@ -362,6 +371,14 @@ impl KernelTemplate {
                 panels_format = term.starts_with("(panels");
                 whole_rows = term == "rcm";
             }
+        }
+        if let (Some(buf), "one") = (&self.buffer, label("values").as_str()) {
+            apply(
+                &mut s,
+                Instruction::IsoValues {
+                    buffer: buf.clone(),
+                },
+            )?;
         }
         if let (true, Some((it, row, out))) = (lanes_format, &self.lanes) {
             if label("entries") != "serial" {
