@@ -1687,10 +1687,32 @@ pub fn default_schedule(p: &Program, inputs: &BTreeMap<String, Input>) -> Option
 /// [`default_schedule`] from the statistics it reads.
 pub fn builtin_schedule(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
     let file = builtin_layout(p, data);
-    if p.name == "spmv" && data.iso_values {
+    if p.name == "spmv" && data.iso_values && stores_entries_only(p, "A") {
         return with_iso_values(p, file, "A");
     }
     file
+}
+
+/// Whether buffer `name` of `p` stores exactly the matrix's entries in its values: no
+/// encoding (the sparse axes' CSR), or an encoding without blocks, dense inner levels, `n:m`
+/// slots or loose segments (CSR, CSC, COO, DCSR), which all may hold explicit zeros. The
+/// statistics see the entries only: storage with zeros besides equal entries is not iso.
+fn stores_entries_only(p: &Program, name: &str) -> bool {
+    let Some(b) = p.buffer(name) else {
+        return false;
+    };
+    let Some(text) = &b.encoding else {
+        return true;
+    };
+    let Ok(enc) = lacuna_ir::encoding::parse_format(text) else {
+        return false;
+    };
+    enc.is_permutation()
+        && enc
+            .lvl_types()
+            .iter()
+            .skip(1)
+            .all(|t| t.is_compressed() || t.is_singleton())
 }
 
 /// `file` (the empty schedule for `None`) with `buffer`'s values stored once (`iso_values`),

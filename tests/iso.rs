@@ -508,3 +508,44 @@ fn the_one_value_is_read_before_the_select() {
         "{text}"
     );
 }
+
+/// A buffer whose encoding stores explicit zeros besides equal entries (BSR's blocks, dense
+/// levels) keeps its values in the built-in schedule; encodings of the entries alone (CSC,
+/// COO, DCSR) store one. Both run and give the interpreter's result.
+#[test]
+fn builtin_spmv_keeps_values_of_encodings_with_zeros() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/formats/spmv.ron");
+    let (m, n) = (300, 260);
+    let e: Vec<(usize, usize)> = (0..m)
+        .flat_map(|i| (0..(i % 13) + 1).map(move |k| (i, (i * 7 + k * 19) % n)))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let inputs = BTreeMap::from([
+        (
+            "A".to_string(),
+            Input::Coo(coo(m, n, &e, vec![0.5; e.len()])),
+        ),
+        ("x".to_string(), dense(vec![n], 6)),
+    ]);
+    let stats = DataStats::of(&inputs);
+    assert!(stats.iso_values);
+    for (format, one) in [
+        ("bsr(2,2)", false),
+        ("dense", false),
+        ("csr", true),
+        ("csc", true),
+        ("coo", true),
+        ("dcsr", true),
+    ] {
+        let p = lacuna::driver::load_kernel_with_formats(&path, &[("A".into(), format.into())])
+            .expect("kernel");
+        let s = builtin_schedule(&p, &stats).unwrap_or_else(|| file("spmv", vec![]));
+        let has = s.trace.iter().any(|i| matches!(i, I::IsoValues { .. }));
+        assert_eq!(has, one, "{format}: {:?}", s.trace);
+        let want = output(&p, None, &inputs, Target::InterpStage1, 1).expect("interprets");
+        let got = output(&p, Some(&s), &inputs, Target::Jit, 2)
+            .unwrap_or_else(|e| panic!("{format}: {e}"));
+        assert_close(&got, &want, format);
+    }
+}
