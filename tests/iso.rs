@@ -12,7 +12,7 @@ use lacuna::driver::{
     builtin_schedule, convert_inputs, reset_outputs, run_kernel_scheduled, DataStats, DriverError,
     Executable, Target,
 };
-use lacuna::ir::{ArrayData, CooTensor, DenseArray};
+use lacuna::ir::{ArrayData, CooTensor};
 use lacuna::schedule::decompose::DecomposeError;
 use lacuna::schedule::{Condition, Instruction as I, Schedule, ScheduleFile};
 use lacuna::stage1::{bind_with, unpack, Input, Program, Role};
@@ -32,29 +32,13 @@ fn iso_matrix() -> impl Strategy<Value = (usize, usize, Vec<(usize, usize)>, f64
         prop_oneof![Just(1.0), Just(-0.5), Just(3.25)],
     )
         .prop_map(|(m, n, style, seed, v)| {
-            let m = if style == 3 { 1 } else { m };
-            let mut x = seed | 1;
-            let mut next = || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x
-            };
-            let mut entries = Vec::new();
-            for i in 0..m {
-                for j in 0..n {
-                    let keep = match style {
-                        0 | 3 => next() % 3 == 0,
-                        1 => i == m / 2,
-                        2 => i % 7 == 0 && next() % 2 == 0,
-                        _ => false,
-                    };
-                    if keep {
-                        entries.push((i, j));
-                    }
-                }
-            }
-            (m, n, entries, v)
+            let (m, entries) = common::skewed_entries(m, n, style, seed);
+            (
+                m,
+                n,
+                entries.into_iter().map(|(i, j, _)| (i, j)).collect(),
+                v,
+            )
         })
 }
 
@@ -69,15 +53,9 @@ fn coo(m: usize, n: usize, e: &[(usize, usize)], values: Vec<f64>) -> CooTensor 
     }
 }
 
-fn dense(shape: Vec<usize>, seed: usize) -> Input {
+fn dense(shape: Vec<usize>, seed: u64) -> Input {
     let len = shape.iter().product();
-    let data = (0..len)
-        .map(|k| ((k * 37 + seed) % 29) as f64 / 7.0 - 2.0)
-        .collect();
-    Input::Dense(DenseArray {
-        shape,
-        data: ArrayData::F64(data),
-    })
+    common::dense(&shape, common::values(len, seed))
 }
 
 fn file(kernel: &str, trace: Vec<I>) -> ScheduleFile {

@@ -3,6 +3,8 @@
 //! interpreter's results bit for bit (rows are independent and summed in order), and the
 //! runtime balances rows by stored entries when the body walks a row-pointer array.
 
+mod common;
+
 use lacuna::driver::{load_kernel, load_schedule, Executable, Target};
 use lacuna::ir::{ArrayData, CooTensor, DenseArray};
 use lacuna::stage1::{Input, Output, Program, Role};
@@ -26,28 +28,7 @@ fn schedule(name: &str) -> lacuna::schedule::ScheduleFile {
 /// 3 a single row, 4 no entries.
 fn matrix() -> impl Strategy<Value = (usize, usize, Vec<(usize, usize, f64)>)> {
     (1usize..40, 1usize..30, 0u8..5, any::<u64>()).prop_map(|(m, n, style, seed)| {
-        let m = if style == 3 { 1 } else { m };
-        let mut entries = Vec::new();
-        let mut x = seed | 1;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for i in 0..m {
-            for j in 0..n {
-                let keep = match style {
-                    0 | 3 => next() % 3 == 0,
-                    1 => i == m / 2,
-                    2 => i % 7 == 0 && next() % 2 == 0,
-                    _ => false,
-                };
-                if keep {
-                    entries.push((i, j, (next() % 1000) as f64 / 250.0 - 2.0));
-                }
-            }
-        }
+        let (m, entries) = common::skewed_entries(m, n, style, seed);
         (m, n, entries)
     })
 }

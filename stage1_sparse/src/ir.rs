@@ -779,6 +779,22 @@ impl Program {
 }
 
 impl Expr {
+    /// This expression with each direct child expression (a load's indices, operands, a
+    /// semiring operation's expressions) replaced by `f` of it; leaves are cloned.
+    pub fn map_children(&self, f: &mut dyn FnMut(&Expr) -> Expr) -> Expr {
+        match self {
+            Expr::Int(_) | Expr::Float(_) | Expr::Var(_) => self.clone(),
+            Expr::Load { buffer, indices } => Expr::Load {
+                buffer: buffer.clone(),
+                indices: indices.iter().map(&mut *f).collect(),
+            },
+            Expr::Unary(op, a) => Expr::Unary(*op, Box::new(f(a))),
+            Expr::Cast(t, a) => Expr::Cast(*t, Box::new(f(a))),
+            Expr::Binary(op, a, b) => Expr::Binary(*op, Box::new(f(a)), Box::new(f(b))),
+            Expr::Select(c, a, b) => Expr::Select(Box::new(f(c)), Box::new(f(a)), Box::new(f(b))),
+            Expr::Semiring(s) => Expr::Semiring(Box::new(s.map(f))),
+        }
+    }
     /// The iterator variable, when the expression is just one.
     pub fn as_var(&self) -> Option<&str> {
         match self {

@@ -224,3 +224,38 @@ pub fn assert_sparse(target: &str, out: &Output, shape: &[usize], want: &[(Vec<u
         );
     }
 }
+
+/// Skewed sparse patterns for the parallel tests, `m` × `n` (`m` is 1 for `style` 3): `style`
+/// 0 random (a third of the entries), 1 one dense row among empty ones, 2 many empty rows,
+/// 3 a single random row, 4 no entries. Each entry has a value in [-2, 2), all drawn from
+/// `seed`.
+pub fn skewed_entries(
+    m: usize,
+    n: usize,
+    style: u8,
+    seed: u64,
+) -> (usize, Vec<(usize, usize, f64)>) {
+    let m = if style == 3 { 1 } else { m };
+    let mut entries = Vec::new();
+    let mut x = seed | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..m {
+        for j in 0..n {
+            let keep = match style {
+                0 | 3 => next() % 3 == 0,
+                1 => i == m / 2,
+                2 => i % 7 == 0 && next() % 2 == 0,
+                _ => false,
+            };
+            if keep {
+                entries.push((i, j, (next() % 1000) as f64 / 250.0 - 2.0));
+            }
+        }
+    }
+    (m, entries)
+}

@@ -96,6 +96,14 @@ fn coordinates_buffer(name: String, axes: Vec<String>, dtype: DType, of: &str) -
     }
 }
 
+/// The declaration of buffer `name` of `p`.
+pub(crate) fn buffer_named(p: &Program, name: &str) -> Result<Buffer, Condition> {
+    p.buffer(name).cloned().ok_or_else(|| Condition::NotFound {
+        what: "buffer",
+        name: name.to_string(),
+    })
+}
+
 /// A plain input buffer (the conversion binds its data).
 pub(crate) fn input_buffer(name: String, axes: Vec<String>, dtype: DType) -> Buffer {
     Buffer {
@@ -154,13 +162,7 @@ pub fn decompose_format(
                 what: format!("decomposition `{into}`: {e}"),
             },
         )?;
-    let buf = p
-        .buffer(buffer)
-        .cloned()
-        .ok_or_else(|| Condition::NotFound {
-            what: "buffer",
-            name: buffer.to_string(),
-        })?;
+    let buf = buffer_named(&p, buffer)?;
     let csr = match (buf.role, buf.dtype, buf.axes.as_slice()) {
         (Role::Input, DType::F64, [i, j]) => {
             match (p.axis(i).map(|a| &a.kind), p.axis(j).map(|a| &a.kind)) {
@@ -689,24 +691,14 @@ fn substitute(
     vj: &str,
     col: &Expr,
 ) -> Expr {
-    let rec = |x: &Expr| Box::new(substitute(x, buffer, part, direct, vi, row, vj, col));
     match e {
         Expr::Load { buffer: b, .. } if b == buffer => Expr::Load {
             buffer: part.to_string(),
             indices: direct.to_vec(),
         },
-        Expr::Load { buffer: b, indices } => Expr::Load {
-            buffer: b.clone(),
-            indices: indices.iter().map(|i| *rec(i)).collect(),
-        },
         Expr::Var(v) if v == vi => row.clone(),
         Expr::Var(v) if v == vj => col.clone(),
-        Expr::Int(_) | Expr::Float(_) | Expr::Var(_) => e.clone(),
-        Expr::Unary(op, a) => Expr::Unary(*op, rec(a)),
-        Expr::Binary(op, a, b) => Expr::Binary(*op, rec(a), rec(b)),
-        Expr::Select(c, a, b) => Expr::Select(rec(c), rec(a), rec(b)),
-        Expr::Cast(t, a) => Expr::Cast(*t, rec(a)),
-        Expr::Semiring(s) => Expr::Semiring(Box::new(s.map(&mut |x| *rec(x)))),
+        _ => e.map_children(&mut |x| substitute(x, buffer, part, direct, vi, row, vj, col)),
     }
 }
 

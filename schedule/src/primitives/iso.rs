@@ -22,7 +22,9 @@
 //! y[A.p0.row[g, l]] += select(q < A.p0.len[g, l], A.iso[0], 0.0) * x[A.p0.col[g, q, l]]
 //! ```
 
-use super::decompose_format::{i64_axis, input_buffer, part_name, Conversion, PartKind};
+use super::decompose_format::{
+    buffer_named, i64_axis, input_buffer, part_name, Conversion, PartKind,
+};
 use crate::decompose::{DecomposeError, Decomposition};
 use crate::error::Condition;
 use lacuna_ir::DType;
@@ -69,13 +71,7 @@ pub fn iso_values(
     conv: Option<&Conversion>,
 ) -> Result<(Program, Conversion), Condition> {
     let bad = |what: String| Condition::BadArgument { what };
-    let buf = p
-        .buffer(buffer)
-        .cloned()
-        .ok_or_else(|| Condition::NotFound {
-            what: "buffer",
-            name: buffer.to_string(),
-        })?;
+    let buf = buffer_named(&p, buffer)?;
     if buf.role != Role::Input || buf.dtype != DType::F64 {
         return Err(bad(format!(
             "`{buffer}` must be an f64 input (its values are checked equal when bound)"
@@ -105,10 +101,7 @@ pub fn iso_values(
                     }
                 };
                 if let Read::Lanes(len) = &read {
-                    let part = p.buffer(&pn).cloned().ok_or_else(|| Condition::NotFound {
-                        what: "buffer",
-                        name: pn.clone(),
-                    })?;
+                    let part = buffer_named(&p, &pn)?;
                     let [g, _, l] = &part.axes[..] else {
                         return Err(Condition::Invalid(format!(
                             "sell part `{pn}` has axes {:?}, not [group, step, lane]",
@@ -185,27 +178,16 @@ fn map_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Expr) -> Expr) -> Vec<Stmt> {
 
 /// `e` with every load of a buffer of `reads` replaced by the one value `iso[0]`.
 fn replace(e: &Expr, reads: &[(String, Read)], iso: &str, replaced: &mut usize) -> Expr {
-    let mut rec = |x: &Expr| Box::new(replace(x, reads, iso, replaced));
-    match e {
-        Expr::Load { buffer, indices } => {
-            let indices: Vec<Expr> = indices.iter().map(|i| *rec(i)).collect();
-            match reads.iter().find(|(n, _)| n == buffer) {
-                None => Expr::Load {
-                    buffer: buffer.clone(),
-                    indices,
-                },
-                Some((_, read)) => {
-                    *replaced += 1;
-                    one_value(read, &indices, iso)
-                }
+    let mapped = e.map_children(&mut |x| replace(x, reads, iso, replaced));
+    match &mapped {
+        Expr::Load { buffer, indices } => match reads.iter().find(|(n, _)| n == buffer) {
+            Some((_, read)) => {
+                *replaced += 1;
+                one_value(read, indices, iso)
             }
-        }
-        Expr::Int(_) | Expr::Float(_) | Expr::Var(_) => e.clone(),
-        Expr::Unary(op, a) => Expr::Unary(*op, rec(a)),
-        Expr::Binary(op, a, b) => Expr::Binary(*op, rec(a), rec(b)),
-        Expr::Select(c, a, b) => Expr::Select(rec(c), rec(a), rec(b)),
-        Expr::Cast(t, a) => Expr::Cast(*t, rec(a)),
-        Expr::Semiring(s) => Expr::Semiring(Box::new(s.map(&mut |x| *rec(x)))),
+            None => mapped,
+        },
+        _ => mapped,
     }
 }
 
