@@ -3517,7 +3517,9 @@ fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
 pub fn info(path: &Path) -> Result<serde_json::Value, DriverError> {
     let mut coo = load_coo(path)?;
     coo.sort_and_sum_duplicates();
-    let mut out = serde_json::json!({ "file": path, "shape": coo.shape, "nnz": coo.nnz(), "dtype": coo.values.dtype().name() });
+    // Equal values (a `pattern` file): SpMV's built-in schedule then stores one (`iso_values`).
+    let equal = coo.nnz() > 0 && equal_values(&coo.values);
+    let mut out = serde_json::json!({ "file": path, "shape": coo.shape, "nnz": coo.nnz(), "dtype": coo.values.dtype().name(), "equal_values": equal });
     if coo.shape.len() == 2 {
         let mut lens = filled(coo.shape[0], 0usize).ok_or_else(|| BindError::TooLarge {
             buffer: format!("{} (its row lengths)", path.display()),

@@ -46,6 +46,18 @@ fn counted_bytes_equal_built_storage_on_the_bundled_matrices() {
                 report["storage_bytes"]["csr"].as_u64(),
                 preset_bytes(&coo, InfoFormat::Csr).map(|b| b as u64)
             );
+            // `pattern` files (every value 1) are reported as equal values, the others not.
+            let pattern = std::fs::read_to_string(&p)
+                .expect("reads")
+                .lines()
+                .next()
+                .is_some_and(|h| h.contains(" pattern "));
+            assert_eq!(
+                report["equal_values"].as_bool(),
+                Some(pattern),
+                "{}",
+                p.display()
+            );
             n += 1;
         }
     }
