@@ -686,15 +686,12 @@ impl ValueCopy {
                 buffer: buffer.clone(),
             })
         };
-        let value = match b.buffers.get(buffer).ok_or_else(|| missing(buffer))? {
-            lacuna_ir::ArrayData::F64(v) => lacuna_schedule::iso_value(v),
-            // Binding stores an f64 buffer's values as f64: another type is not this kernel's.
-            other => lacuna_schedule::iso_value(&other.to_f64_vec()),
-        }
-        .map_err(|source| DriverError::Conversion {
-            buffer: buffer.clone(),
-            source,
-        })?;
+        let value = iso_value_of(b.buffers.get(buffer).ok_or_else(|| missing(buffer))?).map_err(
+            |source| DriverError::Conversion {
+                buffer: buffer.clone(),
+                source,
+            },
+        )?;
         match b.buffers.get_mut(&iso).ok_or_else(|| missing(&iso))? {
             lacuna_ir::ArrayData::F64(one) if one.len() == 1 => one[0] = value,
             other => {
@@ -1349,9 +1346,17 @@ impl MatrixProfile {
 
 /// Whether the values are all equal bit for bit (as `iso_values` checks them).
 pub fn equal_values(values: &lacuna_ir::ArrayData) -> bool {
+    iso_value_of(values).is_ok()
+}
+
+/// The one value of `values` ([`lacuna_schedule::iso_value`]), read in place when they are
+/// f64 (as binding stores an f64 buffer's).
+fn iso_value_of(
+    values: &lacuna_ir::ArrayData,
+) -> Result<f64, lacuna_schedule::decompose::DecomposeError> {
     match values {
-        lacuna_ir::ArrayData::F64(v) => lacuna_schedule::iso_value(v).is_ok(),
-        other => lacuna_schedule::iso_value(&other.to_f64_vec()).is_ok(),
+        lacuna_ir::ArrayData::F64(v) => lacuna_schedule::iso_value(v),
+        other => lacuna_schedule::iso_value(&other.to_f64_vec()),
     }
 }
 

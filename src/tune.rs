@@ -671,11 +671,11 @@ pub fn prepare(
         ));
     }
     let b = bind_with(p, inputs, params, lacuna_stage1::Bindings::default())?;
-    let stats = template::csr_buffer(p)
-        .and_then(|name| inputs.get(&name)?.coo().and_then(|c| coo_stats(&c)));
+    let matrix = template::csr_buffer(p).and_then(|name| inputs.get(&name)?.coo());
+    let stats = matrix.as_deref().and_then(coo_stats);
     // Equal values: the candidates may store one, as the built-in SpMV schedule does.
-    let iso_values = template::csr_buffer(p)
-        .and_then(|name| inputs.get(&name)?.coo())
+    let iso_values = matrix
+        .as_deref()
         .is_some_and(|c| c.nnz() > 0 && driver::equal_values(&c.values));
     let opts = TemplateOptions {
         iso_values: opts.iso_values || iso_values,

@@ -718,10 +718,13 @@ pub fn convert(
     } else {
         0.0
     };
-    if conv.parts.is_empty() {
-        return bind_parts(conv, vec![], None, iso);
-    }
-    bind_parts(conv, materialize(a, &conv.decomposition)?, None, iso)
+    // No parts: the buffer keeps its storage, only its one value is bound.
+    let parts = if conv.parts.is_empty() {
+        vec![]
+    } else {
+        materialize(a, &conv.decomposition)?
+    };
+    bind_parts(conv, parts, None, iso)
 }
 
 /// The inspector half of a conversion: like [`convert`], but every part's values are bound as

@@ -415,13 +415,9 @@ impl Translator<'_> {
         let ax = &y.name;
         let it = y.idtype.dtype();
         let ge0 = || Expr::bin(BinOp::Ge, c.clone(), Expr::i64(0));
-        // A constant coordinate inside a constant extent needs no range check.
-        let constant_inside = |n: &Size| match (&c, n) {
-            (Expr::Int(v, _), Size::Const(n)) => u64::try_from(*v).is_ok_and(|v| v < *n),
-            _ => false,
-        };
         Ok(match &y.kind {
-            AxisKind::DenseFixed { n } if checked && !constant_inside(n) => {
+            // A constant coordinate inside a constant extent needs no range check.
+            AxisKind::DenseFixed { n } if checked && !constant_inside(&c, n) => {
                 let inside = Expr::bin(
                     BinOp::And,
                     ge0(),
@@ -550,12 +546,8 @@ impl Translator<'_> {
         b.role == lacuna_stage1::Role::Input
             && b.axes.len() == indices.len()
             && b.axes.iter().zip(indices).all(|(ax, i)| {
-                match (self.p.axis(ax).map(|a| &a.kind), i) {
-                    (Some(AxisKind::DenseFixed { n: Size::Const(n) }), Expr::Int(v, _)) => {
-                        u64::try_from(*v).is_ok_and(|v| v < *n)
-                    }
-                    _ => false,
-                }
+                matches!(self.p.axis(ax).map(|a| &a.kind),
+                    Some(AxisKind::DenseFixed { n }) if constant_inside(i, n))
             })
     }
 
@@ -598,6 +590,14 @@ impl Translator<'_> {
         let var = Self::bind_value(pos, pre, &mut self.counter);
         *guard = Some(Expr::bin(BinOp::Ge, var.clone(), Expr::i64(0)));
         var
+    }
+}
+
+/// Whether coordinate `c` is an integer constant inside the constant extent `n`.
+fn constant_inside(c: &Expr, n: &Size) -> bool {
+    match (c, n) {
+        (Expr::Int(v, _), Size::Const(n)) => u64::try_from(*v).is_ok_and(|v| v < *n),
+        _ => false,
     }
 }
 
