@@ -243,6 +243,11 @@ pub struct Record {
     pub checksum: f64,
     /// Number of timed runs.
     pub repeats: usize,
+    /// With `--schedule builtin`: the schedule file the built-in schedule chose for this data
+    /// (RON on one line; an empty trace where it chose none), so that a run can be reproduced
+    /// or varied with `--schedule FILE`. Absent for other schedules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin_schedule: Option<String>,
 }
 
 fn jit_name() -> String {
@@ -483,6 +488,9 @@ pub struct Compiled {
     conversions: Vec<lacuna_schedule::Conversion>,
     /// Seconds to lower and compile.
     pub compile_s: f64,
+    /// The built-in schedule chosen, in RON on one line, where it was asked for (see
+    /// [`Record::builtin_schedule`]).
+    pub builtin_schedule: Option<String>,
 }
 
 /// The kernel name standing for "the built-in schedule of each kernel" (`--schedule builtin`).
@@ -519,6 +527,7 @@ pub fn compile_kernel(
         )?
     };
     let t = Instant::now();
+    let is_builtin = schedule.is_some_and(|s| s.kernel == BUILTIN);
     let builtin = match schedule {
         Some(s) if s.kernel == BUILTIN => match data {
             Some(stats) => driver::builtin_schedule(&p, &stats),
@@ -530,8 +539,21 @@ pub fn compile_kernel(
         Some(s) if s.kernel == BUILTIN => builtin.as_ref(),
         other => other,
     };
+    let builtin_schedule = is_builtin.then(|| {
+        schedule
+            .map_or_else(
+                || ScheduleFile {
+                    version: 1,
+                    kernel: p.name.clone(),
+                    trace: Vec::new(),
+                },
+                Clone::clone,
+            )
+            .to_ron_line()
+    });
     let (program, exe, conversions) = Executable::build_converting(&p, schedule, target)?;
     Ok(Compiled {
+        builtin_schedule,
         def,
         target,
         format: format.to_string(),
@@ -946,6 +968,7 @@ fn measure(
         gbps: per_s(prep.bytes as f64),
         checksum: prep.checksum()?,
         repeats: repeat,
+        builtin_schedule: c.builtin_schedule.clone(),
     })
 }
 

@@ -1138,6 +1138,15 @@ pub struct DataStats {
     /// unweighted graph): SpMV's built-in schedule then stores one value (`iso_values`), so that
     /// its kernel loads only the structure ([`with_iso_values`]).
     pub iso_values: bool,
+    /// Bytes of the host's L3 as a core sees it ([`lacuna_target::host_l3_bytes`]; 0 where
+    /// unknown). A property of the host.
+    pub l3_bytes: usize,
+    /// Whether SpMV's column panels over hub-heavy gathers are sized by the L3
+    /// ([`lacuna_target::host_panels_by_l3`]; see [`spmv_panel_width`]). A property of the host.
+    pub panels_by_l3: bool,
+    /// The share of stored entries in the [`HOT_COLUMNS`] columns holding the most, in
+    /// thousandths: see [`hot_columns`].
+    pub hot_permille: usize,
 }
 
 /// The number of distinct diagonals (`column - row`) of the 2-D tensor `a` that hold a stored
@@ -1174,6 +1183,40 @@ pub fn row_length_changes(a: &CooTensor) -> usize {
     }
     let changes = lengths.windows(2).filter(|w| w[0] != w[1]).count();
     changes * 1000 / (rows - 1)
+}
+
+/// Columns whose entries [`hot_columns`] counts: the 32768 holding the most, 256 KiB of an f64
+/// `x`, which a quarter of a 1 MiB L2 keeps cached whatever order the gathers come in.
+pub const HOT_COLUMNS: usize = 32768;
+
+/// The share, in thousandths, of the stored entries of `a` in its [`HOT_COLUMNS`] columns
+/// holding the most: 600–700 on R-MAT power-law graphs, whose hubs take most gathers of `x`
+/// (cached whatever the layout); 30 on uniform random columns over 2 million. 1000 for a
+/// matrix with no more columns than that; 0 for tensors that are not 2-D or without entries.
+pub fn hot_columns(a: &CooTensor) -> usize {
+    let (Some(c), &[_, cols]) = (a.coords.get(1), &a.shape[..]) else {
+        return 0;
+    };
+    let nnz = a.nnz().min(c.len());
+    if nnz == 0 {
+        return 0;
+    }
+    if cols <= HOT_COLUMNS {
+        return 1000;
+    }
+    // Fallible: a declared column count far beyond the entries is refused later, by binding.
+    let Some(mut count) = filled(cols, 0u32) else {
+        return 0;
+    };
+    for &j in &c[..nnz] {
+        if let Some(n) = count.get_mut(j) {
+            *n = n.saturating_add(1);
+        }
+    }
+    let split = cols - HOT_COLUMNS;
+    count.select_nth_unstable(split);
+    let hot: u64 = count[split..].iter().map(|&n| u64::from(n)).sum();
+    (hot.saturating_mul(1000) / nnz as u64) as usize
 }
 
 /// Rows that [`scattered_gathers`] samples at most (each with the rows before it).
@@ -1325,6 +1368,8 @@ pub struct MatrixProfile {
     /// Whether the matrix has entries and their values are all equal bit for bit (see
     /// [`DataStats::iso_values`]).
     pub iso_values: bool,
+    /// [`hot_columns`].
+    pub hot_permille: usize,
 }
 
 impl MatrixProfile {
@@ -1340,6 +1385,7 @@ impl MatrixProfile {
             diagonals: diagonal_count(a),
             block: if long_rows { whole_blocks(a) } else { 0 },
             iso_values: a.nnz() > 0 && equal_values(&a.values),
+            hot_permille: hot_columns(a),
         }
     }
 }
@@ -1363,7 +1409,7 @@ fn iso_value_of(
 impl DataStats {
     /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
     /// `hw_prefetches_rows`, `gathers_rows`, `whole_width_blocks`, `l2_bytes`,
-    /// `stream_stores`, `vector_f64s`): the base the data's statistics are filled into.
+    /// `stream_stores`, `vector_f64s`, `l3_bytes`, `panels_by_l3`): the base the data's statistics are filled into.
     pub fn host() -> DataStats {
         DataStats {
             vector_masks: lacuna_target::host_has_vector_masks(),
@@ -1374,6 +1420,8 @@ impl DataStats {
             l2_bytes: lacuna_target::host_l2_bytes(),
             stream_stores: lacuna_target::host_stream_bytes().is_some(),
             vector_f64s: lacuna_target::host_vector_f64s(),
+            l3_bytes: lacuna_target::host_l3_bytes(),
+            panels_by_l3: lacuna_target::host_panels_by_l3(),
             ..DataStats::default()
         }
     }
@@ -1424,6 +1472,7 @@ impl DataStats {
             diagonals: m.diagonals,
             block: m.block,
             iso_values: m.iso_values,
+            hot_permille: m.hot_permille,
             ..DataStats::host()
         }
     }
@@ -1866,7 +1915,7 @@ fn builtin_layout(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         }
     }
     if p.name == "spmv" && by_panels(data) {
-        let trace = spmv_panels_trace(spmv_panel_width(data.l2_bytes), nnz >= PARALLEL_MIN_NNZ);
+        let trace = spmv_panels_trace(spmv_panel_width(data), nnz >= PARALLEL_MIN_NNZ);
         if let Some(file) = replayable(p, trace) {
             return Some(file);
         }
@@ -2323,12 +2372,12 @@ pub fn by_diagonals(data: &DataStats) -> bool {
 
 /// Whether SpMV's built-in schedule stores `A` in column panels ([`spmv_panels_trace`]): rows
 /// shorter than [`SPMV_UNMASKED_MIN_ROW`] on average whose gathers scatter
-/// ([`SPMV_PREFETCH_MIN_SCATTERED`]) over an `x` of [`SPMV_PANELS_MIN_BYTES`] or more.
+/// ([`SPMV_PREFETCH_MIN_SCATTERED`]) over an `x` of [`spmv_panels_min_bytes`] or more.
 pub fn by_panels(data: &DataStats) -> bool {
     data.rows > 0
         && data.nnz > 0
         && data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED
-        && data.gathered_bytes >= SPMV_PANELS_MIN_BYTES
+        && data.gathered_bytes >= spmv_panels_min_bytes(data)
         && data.mean_row() < SPMV_UNMASKED_MIN_ROW
 }
 
@@ -2346,12 +2395,64 @@ pub fn by_panels(data: &DataStats) -> bool {
 /// 65536 77.6 / 53.7, 131072 83.8 / 77.2.
 pub const SPMV_PANELS_MIN_BYTES: usize = 8 << 20;
 
-/// Columns per panel of SpMV's column-panel schedule on a host with `l2_bytes` of L2 per core
-/// (0: unknown, [`lacuna_target::DEFAULT_L2_BYTES`]): the power of two of f64 elements nearest
-/// below a quarter of L2 (65536 for 2 MiB), from 4096 to 2^30.
-pub fn spmv_panel_width(l2_bytes: usize) -> u32 {
-    let f64_bytes = std::mem::size_of::<f64>();
-    lacuna_schedule::decompose::panel_width(l2_or_default(l2_bytes) / 4, f64_bytes, 4096)
+/// Hot entries ([`DataStats::hot_permille`]) from which SpMV's gathers count as hub-heavy: on
+/// hosts that size such panels by their L3 ([`DataStats::panels_by_l3`]), the panels then
+/// start at an `x` of half of L3 and take a sixteenth of L3 each ([`spmv_panel_width`]). Most
+/// gathers of a power-law graph hit its hubs' part of `x`, cached whatever the layout, while
+/// each panel visits a row's entries in as many runs as the panels they fall into, each run
+/// reading and writing its element of `y`: wider panels save those passes over `y`. `lacuna
+/// bench`, min of 10–20 runs, ms, one / two threads (session 34, Zen 4 guest: 1 MiB of L2,
+/// 32 MiB of L3), panels of 32768 columns (a quarter of L2, the rule before) → 262144 (a
+/// sixteenth of L3): rmat-large (`x` 16 MiB, 616‰ hot) 141.6 / 67.1 → 81.7 / 42.2; widths
+/// 65536 110.5 / 50.7, 131072 89.6 / 47.6, 524288 91.9 / 42.6, 1048576 109.6 / 54.1; rows one
+/// by one with prefetch 99.6 / 49.9, sliced ELL 173.2 / 82.0. An R-MAT graph of scale 20 (`x`
+/// 8 MiB, 699‰): panels of 32768 48.1 / 20.2, of 262144 35.2 / 17.5, rows with prefetch (the
+/// rule's choice below half of L3) 33.6 / 16.3. Uniform random columns (er, 2 million rows of
+/// 10, 31‰ hot) keep a quarter of L2: 69–78 / 30–36 there, 93–94 / 46–48 at 262144.
+pub const SPMV_PANELS_HUB_MIN_HOT: usize = 500;
+
+/// The L3 of a host that sizes hub-heavy panels by it ([`SPMV_PANELS_HUB_MIN_HOT`]), for data
+/// whose gathers are hub-heavy; `None` otherwise (L2 sizes the panels).
+fn hub_panels_l3(data: &DataStats) -> Option<usize> {
+    (data.panels_by_l3 && data.l3_bytes > 0 && data.hot_permille >= SPMV_PANELS_HUB_MIN_HOT)
+        .then_some(data.l3_bytes)
+}
+
+/// Bytes of `x` from which SpMV's built-in schedule stores `A` in column panels: half of L3
+/// for hub-heavy gathers on hosts that size their panels by L3 ([`SPMV_PANELS_HUB_MIN_HOT`]),
+/// at least [`SPMV_PANELS_MIN_BYTES`], which holds everywhere else.
+pub fn spmv_panels_min_bytes(data: &DataStats) -> usize {
+    hub_panels_l3(data).map_or(SPMV_PANELS_MIN_BYTES, |l3| {
+        (l3 / 2).max(SPMV_PANELS_MIN_BYTES)
+    })
+}
+
+/// Columns per panel of SpMV's column-panel schedule for `data` on its host: the power of two
+/// of f64 elements nearest below a quarter of L2 (`l2_bytes`; 0: unknown,
+/// [`lacuna_target::DEFAULT_L2_BYTES`]; 65536 for 2 MiB), or below a sixteenth of L3 where
+/// that is more for hub-heavy gathers on a host that sizes panels by L3 (262144 for 32 MiB;
+/// [`SPMV_PANELS_HUB_MIN_HOT`]), from 4096 to 2^30.
+pub fn spmv_panel_width(data: &DataStats) -> u32 {
+    let l2_slice = data.l2() / 4;
+    let bytes = hub_panels_l3(data).map_or(l2_slice, |l3| (l3 / 16).max(l2_slice));
+    lacuna_schedule::decompose::panel_width(bytes, std::mem::size_of::<f64>(), 4096)
+}
+
+/// The panel widths `lacuna tune` tries for SpMV on the host `host` ([`DataStats::host`]):
+/// [`spmv_panel_width`] for gathers of either kind (the L2 slice, and the L3 slice where the
+/// host sizes hub-heavy panels by L3), without duplicates.
+pub fn spmv_panel_widths(host: &DataStats) -> Vec<u32> {
+    let mut widths: Vec<u32> = [0, 1000]
+        .into_iter()
+        .map(|hot_permille| {
+            spmv_panel_width(&DataStats {
+                hot_permille,
+                ..*host
+            })
+        })
+        .collect();
+    widths.dedup();
+    widths
 }
 
 /// `l2_bytes`, or [`lacuna_target::DEFAULT_L2_BYTES`] for 0 (unknown).
@@ -3545,6 +3646,8 @@ pub fn info(path: &Path) -> Result<serde_json::Value, DriverError> {
             coo.nnz() as f64 / lens.len() as f64
         };
         out["rows"] = serde_json::json!({ "empty": lens.iter().filter(|&&l| l == 0).count(), "max": max, "mean": mean, "histogram_pow2": hist });
+        // Hub-heavy gathers size SpMV's column panels on some hosts (`spmv_panel_width`).
+        out["hot_columns_permille"] = hot_columns(&coo).into();
         // Counted from the entries, not built: bsr(4,4) of a 28M-entry graph would take
         // gigabytes, and ELL as wide as the longest row far more.
         let mut formats = serde_json::Map::new();

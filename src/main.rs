@@ -264,7 +264,7 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Describe a tensor file: shape, nnz, whether its values are all equal, row lengths, storage bytes per format (JSON).
+    /// Describe a tensor file: shape, nnz, whether its values are all equal, row lengths, the share of entries in the hottest 32768 columns, storage bytes per format (JSON).
     Info {
         /// The tensor (.mtx, .tns or .npy).
         input: PathBuf,

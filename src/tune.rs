@@ -639,14 +639,15 @@ pub fn load_inputs(pairs: &[(String, PathBuf)]) -> Result<BTreeMap<String, Input
 
 /// The template options of `lacuna tune` and Python's `lacuna.tune` on this host: `formats`
 /// decompositions from the e-graph, and the host-dependent choices the built-in schedules
-/// make too (scalar gathers where the host assembles them faster, SpMV's and SpMM's column
-/// panels from its L2, SpMM's streamed rows where it has streaming stores).
+/// make too (scalar gathers where the host assembles them faster, SpMV's column panels from its
+/// L2 and, where it sizes them so, its L3, SpMM's from its L2, SpMM's streamed rows where it
+/// has streaming stores).
 pub fn host_template_options(formats: usize) -> TemplateOptions {
     let l2 = lacuna_target::host_l2_bytes();
     TemplateOptions {
         formats,
         scalar_gathers: lacuna_target::host_assembles_gathers(),
-        panels: vec![driver::spmv_panel_width(l2)],
+        panels: driver::spmv_panel_widths(&driver::DataStats::host()),
         row_panel_bytes: l2 / 2,
         stream_rows: lacuna_target::host_stream_bytes().map(|_| driver::SPMM_STREAM_MIN_BYTES),
         row_orders: true,

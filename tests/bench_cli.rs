@@ -468,3 +468,51 @@ fn bad_input_is_a_clean_error() {
     assert!(e.contains("out.jsonl"), "{e}");
     assert!(!Path::new(&nowhere).exists());
 }
+
+/// With `--schedule builtin`, each record names the schedule the built-in chose for its data
+/// (`builtin_schedule`, RON on one line); saved as a file and given with `--schedule`, it runs
+/// the same kernel (the same checksum, bit for bit), and that record names none.
+#[test]
+fn builtin_records_name_the_schedule_they_ran() {
+    let dir = TempDir::new("builtin");
+    // 32000 entries: large enough for the built-in's parallel rows.
+    let spec = "er:4000:4000:8";
+    let bench = |kernel: &str, schedule: &str| {
+        records(&run(&[
+            "bench",
+            "--gen",
+            spec,
+            "--kernels",
+            kernel,
+            "--k",
+            "16",
+            "--threads",
+            "2",
+            "--repeat",
+            "1",
+            "--schedule",
+            schedule,
+        ]))
+    };
+    for kernel in ["spmv", "spmm", "sddmm"] {
+        let builtin = bench(kernel, "builtin");
+        assert_eq!(builtin.len(), 1, "{builtin:?}");
+        let text = builtin[0]["builtin_schedule"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a builtin_schedule string: {}", builtin[0]));
+        assert!(!text.contains('\n'), "one line: {text}");
+        let file = lacuna::schedule::ScheduleFile::from_ron(text).expect("a schedule file");
+        assert_eq!(file.kernel, kernel);
+        assert!(!file.trace.is_empty(), "{kernel}: {text}");
+        let path = dir.path(&format!("{kernel}.ron"));
+        std::fs::write(&path, text).expect("write the schedule");
+        let again = bench(kernel, path.to_str().expect("utf-8 path"));
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert!(again[0].get("builtin_schedule").is_none(), "{}", again[0]);
+        assert_eq!(
+            again[0]["checksum"].as_f64().map(f64::to_bits),
+            builtin[0]["checksum"].as_f64().map(f64::to_bits),
+            "{kernel}: {text}"
+        );
+    }
+}

@@ -58,6 +58,11 @@ fn counted_bytes_equal_built_storage_on_the_bundled_matrices() {
                 "{}",
                 p.display()
             );
+            // The hottest columns' share, as the built-in schedule reads it.
+            assert_eq!(
+                report["hot_columns_permille"].as_u64(),
+                Some(lacuna::driver::hot_columns(&coo) as u64)
+            );
             n += 1;
         }
     }

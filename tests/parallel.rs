@@ -1158,14 +1158,17 @@ fn builtin_spmv_stores_scattered_gathers_in_column_panels() {
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
     // A quarter of L2 in f64 elements, a power of two, at least 4096.
-    assert_eq!(spmv_panel_width(2 << 20), 65536);
-    assert_eq!(spmv_panel_width(1 << 20), 32768);
-    assert_eq!(spmv_panel_width(1_250_000), 32768);
-    assert_eq!(spmv_panel_width(64 << 10), 4096);
-    assert_eq!(
-        spmv_panel_width(0),
-        spmv_panel_width(lacuna::target::DEFAULT_L2_BYTES)
-    );
+    let width = |l2_bytes| {
+        spmv_panel_width(&DataStats {
+            l2_bytes,
+            ..Default::default()
+        })
+    };
+    assert_eq!(width(2 << 20), 65536);
+    assert_eq!(width(1 << 20), 32768);
+    assert_eq!(width(1_250_000), 32768);
+    assert_eq!(width(64 << 10), 4096);
+    assert_eq!(width(0), width(lacuna::target::DEFAULT_L2_BYTES));
     // 3000 x 700: row 17 dense, rows 1000..1500 empty, columns 600.. empty, the others 1..=12
     // scattered entries.
     let (m, n) = (3000, 700);
@@ -1225,6 +1228,112 @@ fn builtin_spmv_stores_scattered_gathers_in_column_panels() {
         trace: spmv_panels_trace(64, true),
     };
     assert_threads_agree(&p, &s, &shuffled, &reference);
+}
+
+/// On hosts that size SpMV's column panels by L3 (`panels_by_l3`, AMD's Zen), hub-heavy
+/// gathers (`hot_permille` from `SPMV_PANELS_HUB_MIN_HOT`) go into panels a sixteenth of L3 wide
+/// from an `x` of half of L3, and run row by row with prefetch below that; other gathers, and
+/// every gather on other hosts or with the L3 unknown, keep the L2 rule. `lacuna tune` tries
+/// both widths on such a host.
+#[test]
+fn builtin_spmv_sizes_hub_heavy_panels_by_l3() {
+    use lacuna::driver::{
+        builtin_schedule, by_panels, spmv_panel_width, spmv_panel_widths, DataStats,
+        SPMV_PANELS_HUB_MIN_HOT as H, SPMV_PANELS_MIN_BYTES as B,
+    };
+    let p = example("spmv");
+    let (l2, l3) = (1 << 20, 32 << 20);
+    // (hot, by L3, L3 bytes, bytes of x, stored in panels, their width)
+    for (hot, by_l3, l3_bytes, bytes, want, width) in [
+        (H, true, l3, l3 / 2, true, 262144),
+        (H, true, l3, l3 / 2 - 8, false, 0),
+        (H, true, l3, B, false, 0),
+        (1000, true, l3, l3 * 4, true, 262144),
+        // Not hub-heavy, not a host that sizes panels by L3, or its L3 unknown: L2's rule.
+        (H - 1, true, l3, B, true, 32768),
+        (H - 1, true, l3, l3 / 2, true, 32768),
+        (H, false, l3, B, true, 32768),
+        (H, false, l3, l3 / 2, true, 32768),
+        (H, true, 0, B, true, 32768),
+        // A small L3 never narrows the panels below L2's quarter, nor starts them below B.
+        (H, true, 2 << 20, B, true, 32768),
+    ] {
+        let stats = DataStats {
+            nnz: 20_000_000,
+            rows: 2_000_000,
+            gathered_bytes: bytes,
+            scattered_permille: 1000,
+            diagonals: 5000,
+            row_changes_permille: 800,
+            vector_masks: true,
+            gathers_rows: true,
+            l2_bytes: l2,
+            l3_bytes,
+            panels_by_l3: by_l3,
+            hot_permille: hot,
+            ..Default::default()
+        };
+        assert_eq!(by_panels(&stats), want, "{stats:?}");
+        let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+        assert_eq!(
+            decomposes_into(&s, "(panels"),
+            want,
+            "{stats:?}: {:?}",
+            s.trace
+        );
+        if want {
+            assert_eq!(spmv_panel_width(&stats), width, "{stats:?}");
+            let into = format!("(panels {width})");
+            assert!(decomposes_into(&s, &into), "{stats:?}: {:?}", s.trace);
+        } else {
+            // Below half of L3, hub-heavy rows run one by one with their gathers prefetched.
+            assert!(prefetches(&s), "{stats:?}: {:?}", s.trace);
+        }
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+    }
+    let host = |panels_by_l3| DataStats {
+        l2_bytes: l2,
+        l3_bytes: l3,
+        panels_by_l3,
+        ..Default::default()
+    };
+    assert_eq!(spmv_panel_widths(&host(true)), vec![32768, 262144]);
+    assert_eq!(spmv_panel_widths(&host(false)), vec![32768]);
+}
+
+/// `hot_columns`: the share of entries in the `HOT_COLUMNS` columns holding the most, in
+/// thousandths; 1000 with no more columns than that, 0 without entries or for other ranks.
+#[test]
+fn hot_columns_counts_the_hottest_columns_entries() {
+    use lacuna::driver::{hot_columns, HOT_COLUMNS as H};
+    let n = 4 * H;
+    // Column j < H holds 3 entries (rows 0..3), every other column 1: 3H of 3H + 3H.
+    let mut e = Vec::new();
+    for j in 0..n {
+        let copies = if j < H { 3 } else { 1 };
+        for i in 0..copies {
+            e.push((i, j, 1.0));
+        }
+    }
+    e.sort_by_key(|x| (x.0, x.1));
+    assert_eq!(hot_columns(&coo(3, n, &e)), 500);
+    // Uniform: H of 4H columns hold a quarter.
+    let uniform: Vec<_> = (0..n).map(|j| (0, j, 1.0)).collect();
+    assert_eq!(hot_columns(&coo(1, n, &uniform)), 250);
+    // One hub column with as many entries as all the others.
+    let mut hub: Vec<_> = (0..n).map(|i| (i, 5, 1.0)).collect();
+    hub.extend((0..n).map(|i| (i, (i * 7 + 11) % n, 1.0)));
+    hub.sort_by_key(|x| (x.0, x.1));
+    hub.dedup_by_key(|x| (x.0, x.1));
+    let got = hot_columns(&coo(n, n, &hub));
+    let want = (n + H - 1) * 1000 / hub.len();
+    assert_eq!(got, want);
+    assert_eq!(hot_columns(&coo(4, H, &[(0, 3, 1.0), (2, 1, 1.0)])), 1000);
+    assert_eq!(hot_columns(&coo(4, n, &[])), 0);
+    let mut cube = coo(2, 2, &[(0, 1, 1.0)]);
+    cube.shape.push(2);
+    cube.coords.push(vec![0]);
+    assert_eq!(hot_columns(&cube), 0);
 }
 
 /// `diagonal_count`: distinct `column - row` of the stored entries; 0 for other ranks.

@@ -385,4 +385,12 @@ impl ScheduleFile {
             .to_string_pretty(self, cfg)
             .expect("schedule files always serialize")
     }
+    /// Serializes to RON on one line (for a JSON field or a log line); [`ScheduleFile::from_ron`]
+    /// reads it back.
+    pub fn to_ron_line(&self) -> String {
+        ron::Options::default()
+            .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+            .to_string(self)
+            .expect("schedule files always serialize")
+    }
 }

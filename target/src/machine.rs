@@ -225,22 +225,46 @@ fn gathers_rows(cpu: &str, amx: bool) -> bool {
 /// Linux's sysfs reports it), or [`DEFAULT_L2_BYTES`] where it cannot be read. Read once.
 pub fn host_l2_bytes() -> usize {
     static L2: OnceLock<usize> = OnceLock::new();
-    *L2.get_or_init(|| {
-        (0..8)
-            .find_map(|i| {
-                let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
-                let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
-                let level2 = read("level")?.trim() == "2";
-                let kind = read("type")?;
-                let usable = matches!(kind.trim(), "Unified" | "Data");
-                if level2 && usable {
-                    cache_bytes(&read("size")?)
-                } else {
-                    None
-                }
-            })
-            .unwrap_or(DEFAULT_L2_BYTES)
+    *L2.get_or_init(|| host_cache_bytes(2).unwrap_or(DEFAULT_L2_BYTES))
+}
+
+/// Bytes of the host's level-3 cache as CPU 0 sees it (the slice it shares with its neighbours:
+/// a CCX's on AMD), as Linux's sysfs reports it, or 0 where there is none or it cannot be read.
+/// Read once.
+pub fn host_l3_bytes() -> usize {
+    static L3: OnceLock<usize> = OnceLock::new();
+    *L3.get_or_init(|| host_cache_bytes(3).unwrap_or(0))
+}
+
+/// The unified or data cache of `level` of CPU 0 in sysfs, in bytes.
+fn host_cache_bytes(level: u32) -> Option<usize> {
+    (0..8).find_map(|i| {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).ok();
+        let at_level = read("level")?.trim().parse::<u32>().ok()? == level;
+        let kind = read("type")?;
+        let usable = matches!(kind.trim(), "Unified" | "Data");
+        if at_level && usable {
+            cache_bytes(&read("size")?)
+        } else {
+            None
+        }
     })
+}
+
+/// Whether SpMV's column panels over hub-heavy gathers are sized by the L3 rather than by L2
+/// (see `lacuna::driver::spmv_panel_width`): AMD's Zen cores (LLVM's `znver*`), whose L3 — a
+/// victim cache of the cores' L2s, 32 MiB per CCX — serves a slice of `x` several times L2's
+/// size at little cost, while each extra panel pass rewrites `y`. Measured on Zen 4 (session
+/// 34); Zen 3 and 5 share the cache design, not measured. Read once.
+pub fn host_panels_by_l3() -> bool {
+    static L3: OnceLock<bool> = OnceLock::new();
+    *L3.get_or_init(|| panels_by_l3(&TargetMachine::get_host_cpu_name().to_string()))
+}
+
+/// [`host_panels_by_l3`] for an LLVM CPU name.
+fn panels_by_l3(cpu: &str) -> bool {
+    cpu.starts_with("znver")
 }
 
 /// The L2 size assumed where the host's cannot be read.
@@ -404,7 +428,7 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 mod tests {
     use super::{
         amx_core, assembles_gathers, cache_bytes, gathers_rows, has_avx512f, masks_long_rows,
-        prefetches_rows, vector_f64s,
+        panels_by_l3, prefetches_rows, vector_f64s,
     };
 
     /// Sizes as sysfs writes them; anything else is unreadable, not a guess.
@@ -417,6 +441,14 @@ mod tests {
         assert_eq!(cache_bytes(""), None);
         assert_eq!(cache_bytes("2 MiB"), None);
         assert_eq!(cache_bytes("99999999999999999999K"), None);
+    }
+
+    #[test]
+    fn zen_cores_size_panels_by_l3() {
+        assert!(panels_by_l3("znver4"));
+        assert!(panels_by_l3("znver3"));
+        assert!(!panels_by_l3("skylake-avx512"));
+        assert!(!panels_by_l3("sapphirerapids"));
     }
 
     #[test]
