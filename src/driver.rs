@@ -2224,33 +2224,60 @@ fn bsr_block_order(before: &[&str]) -> Vec<lacuna_schedule::Instruction> {
     ]
 }
 
-/// SpMV's schedule on `A` as `(+ (bsr block) remainder)`: each block's columns then rows
-/// unrolled (an element of `x` loaded once for the block's rows), the block row's elements of
-/// `y` summed in registers ([`cached_rows_trace`]'s cache, at the block row), and where
-/// `parallel` the block rows and `y`'s init in parallel; the remainder runs plainly. Unchecked
-/// indices, as [`spmm_bsr_trace`]'s. The built-in schedule uses it where [`spmv_by_blocks`] says.
-/// `lacuna bench`, min of 100 in two to four rounds alternating (session 28, Xeon guest), the
-/// built-in schedule before (sliced ELL or
-/// vector rows) → this, one / two threads: bcsstk16 (3×3 blocks, 59 entries per row) 0.74 /
-/// 1.09 of the time (0.115 / 0.034 → 0.085 / 0.037 ms: at two threads each half fits L2
-/// either way, and a block row's sums wait on one multiply-add after another); generated
-/// block matrices with 60 entries per row, 6000 rows of 2×2, 3×3, 4×4 blocks 0.74–0.90 /
-/// 0.85–1.01, 60000 rows of 3×3 0.77 / 0.81.
+/// SpMV's schedule on `A` as `(+ (bsr block) remainder)`: the block row's sums in a local cache
+/// ([`cached_rows_trace`]'s, at the block row), factored over the block's columns across the
+/// block row's blocks (`Rfactor` of `j.p0`, crossing the block's row loop: one partial sum per
+/// row and column of the block, summed once after the block row), the block's rows unrolled
+/// and its columns run as vector lanes where the block edge is a power of two (one load of
+/// `x`'s `block` elements and one multiply-add per block row, `block` independent chains),
+/// unrolled otherwise (3×3: LLVM's vectors of three lanes spill); where `parallel`, the block
+/// rows and `y`'s init in parallel; the remainder runs plainly. Unchecked indices, as
+/// [`spmm_bsr_trace`]'s. The built-in schedule uses it where [`spmv_by_blocks`] says.
+///
+/// `lacuna bench`, min of 20–50 in two rounds alternating, one / two threads (session 34, Zen
+/// 4 guest), the schedule before (each block's columns then rows unrolled, summed into the
+/// block row's cache: LLVM's SLP vectorizer packed the block's rows into one vector, its
+/// columns gathered from scalar loads, a chain of `block` multiply-adds per block) → this:
+/// block4-large (anchors.py's, 23.8M entries) 11.2–11.5 / 7.3–7.5 → 8.8–8.9 / 6.4–7.0 ms;
+/// block4-mid 0.70 / 0.32–0.46 → 0.52–0.67 / 0.26–0.35; anchors.py's block generator with 2×2
+/// blocks, 128000 and 686000 rows, 1.00–1.02 / 0.39–0.65 → 0.76–0.90 / 0.30–0.44 and 6.9–7.2 /
+/// 3.9–4.0 → 6.4 / 4.1–4.5; 3×3 blocks unrolled, 192000 and 648000 rows, 2.05 / 1.09–1.40 →
+/// 1.94–2.07 / 0.99–1.34, 7.8–7.9 / 4.9 → 7.2–7.4 / 4.6–4.7; bcsstk16 0.080 / 0.042–0.048 →
+/// 0.065–0.076 / 0.036–0.037. Vector lanes on 3×3 blocks: 1.2–1.8× the time.
+/// Before that (session 28, Xeon guest), the built-in schedule before BSR (sliced ELL or vector
+/// rows) → the schedule before this one, one / two threads: bcsstk16 (3×3 blocks, 59 entries
+/// per row) 0.74 / 1.09 of the time; generated block matrices with 60 entries per row, 6000
+/// rows of 2×2, 3×3, 4×4 blocks 0.74–0.90 / 0.85–1.01, 60000 rows of 3×3 0.77 / 0.81.
 ///
 /// [`cached_rows_trace`]: lacuna_schedule::stream::cached_rows_trace
 pub fn spmv_bsr_trace(block: usize, parallel: bool) -> Vec<lacuna_schedule::Instruction> {
     use lacuna_schedule::Instruction as I;
-    let mut trace = vec![I::DecomposeFormat {
-        buffer: "A".into(),
-        into: format!("(+ (bsr {block}) remainder)"),
-    }];
-    trace.extend(bsr_block_order(&[]));
-    trace.push(I::ReverseCacheWrite {
-        block: "spmv_p0".into(),
-        buffer: "y".into(),
-        scope: "local".into(),
-        at: Some("ib.p0".into()),
-    });
+    let unroll = |l: &str| I::Unroll { r#loop: l.into() };
+    let mut trace = vec![
+        I::DecomposeFormat {
+            buffer: "A".into(),
+            into: format!("(+ (bsr {block}) remainder)"),
+        },
+        I::ReverseCacheWrite {
+            block: "spmv_p0".into(),
+            buffer: "y".into(),
+            scope: "local".into(),
+            at: Some("ib.p0".into()),
+        },
+        I::Rfactor {
+            r#loop: "j.p0".into(),
+        },
+        unroll("i.p0"),
+        if block.is_power_of_two() {
+            I::Vectorize {
+                r#loop: "j.p0".into(),
+            }
+        } else {
+            unroll("j.p0")
+        },
+        unroll("i.p0.rf"),
+        unroll("j.p0.rf"),
+    ];
     if parallel {
         trace.extend(["ib.p0", "spmv_init:i"].map(|l| I::Parallel { r#loop: l.into() }));
     }

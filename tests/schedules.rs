@@ -1023,6 +1023,38 @@ proptest! {
     }
 }
 
+/// BSR SpMV's block columns factored across the block row's blocks, crossing the block's row
+/// loop (which moves the reduced element): partial sums `y_local_rf[i * 4 + j]`, zeroed once
+/// before the blocks and summed once after them, under copies of the row loop (`i.p0.init`,
+/// `i.p0.rf`); the columns as vector lanes. The JIT's results are checked by
+/// `parallel.rs`'s proptest over blocks of 2, 3 and 4 at 1 to 4 threads.
+#[test]
+fn golden_rfactor_across_a_row_loop() {
+    let p = kernel("spmv");
+    let s = Schedule::replay(&p, &lacuna::driver::spmv_bsr_trace(4, false)).expect("applies");
+    insta::assert_snapshot!(
+        "rfactor_across_block_rows",
+        print_func(&s.stage2().expect("lowers"))
+    );
+    // A loop that moves the element with a data-dependent extent (SpMV's rows, `0..m`) is not
+    // crossed: one set of partial sums per row, across the row's chunks only.
+    let mut s = Schedule::replay(
+        &p,
+        &[Instruction::Split {
+            r#loop: "spmv:j".into(),
+            factors: vec![None, Some(4)],
+        }],
+    )
+    .expect("splits");
+    s.apply(Instruction::Rfactor {
+        r#loop: "j.1".into(),
+    })
+    .expect("factors");
+    let text = print_func(&s.stage2().expect("lowers"));
+    assert!(text.contains("alloc local y_rf: f64[4]"), "{text}");
+    assert!(!text.contains("i.rf"), "{text}");
+}
+
 #[test]
 fn rfactor_and_warp_bind_reject_what_they_cannot_do() {
     let p = kernel("spmv");

@@ -201,7 +201,8 @@ pub enum Instruction {
     /// Binding `LOOP.rf` to `threadIdx.x` then makes the final reduction a warp reduction.
     /// When the loop is the only statement of enclosing serial loops that the reduced element
     /// does not vary in (the inner part of a split reduction), the partial results span them:
-    /// several accumulators once the loop is unrolled.
+    /// several accumulators once the loop is unrolled. On the way there it may cross loops of
+    /// constant range that move the element (a BSR block's rows): one set per element.
     Rfactor {
         /// The loop.
         r#loop: String,

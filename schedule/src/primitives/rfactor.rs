@@ -32,6 +32,21 @@
 //!   }                                       ... b_rf[l - s] = b_rf[l - s] + e ... } }
 //! }                                       b[idx] = v0; for l.rf in s..s+W { b[idx] += b_rf[l.rf - s] }
 //! ```
+//!
+//! On the way to such a loop the chain may cross loops of constant range that do move the
+//! element (a BSR block's row loop `r` between its column loop `l` and the block row's blocks
+//! `l0`): the partial results then hold one set of `W` per element, `b_rf[(r - sr) * W + l -
+//! s]`, and the zeroing and the final reduction run under copies of the crossed loops
+//! (`r.init`, `r.rf`), so that each of the block's rows keeps `W` partial sums across its
+//! blocks — one vector register per row once `l` runs as vector lanes:
+//!
+//! ```text
+//! for l0 in ... {                         alloc local b_rf: T[R * W]
+//!   for r in sr..sr+R {             ==>   for r.init { for l.init { b_rf[..] = 0 } }
+//!     for l in s..s+W {                   for l0 in ... { for r in ... { for l in ... {
+//!       b[idx(r)] = b[idx(r)] + e           b_rf[(r - sr) * W + l - s] += e } } }
+//! } } }                                   for r.rf { for l.rf { b[idx(r.rf)] += b_rf[..] } }
+//! ```
 
 use crate::error::Condition;
 use crate::loops::{accesses, bound_vars, edit_list, find, get, mentions};
@@ -146,23 +161,40 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
         )));
     }
     // The enclosing loops the partial results may live across: each holds only the next loop
-    // of the chain, runs serially, and does not move the reduced element.
+    // of the chain and runs serially. A loop that moves the reduced element (a block's row
+    // loop between its column loop and the blocks) is crossed only on the way to one that
+    // does not, and only with a constant range: the partial results then get a dimension per
+    // such loop, one set of `W` per element.
     let mut host = index;
+    let mut dims: Vec<(String, i64, i64)> = Vec::new();
+    let mut pending: Vec<(String, i64, i64)> = Vec::new();
+    let mut probe = index;
     while let Some(Stmt::For {
         var: outer,
+        start: o_start,
+        end: o_end,
         kind: ForKind::Serial | ForKind::Unrolled,
         body: outer_body,
-        ..
-    }) = host.checked_sub(1).and_then(|h| get(&f.body, h))
+    }) = probe.checked_sub(1).and_then(|h| get(&f.body, h))
     {
-        if outer_body.len() != 1
-            || !matches!(outer_body[0], Stmt::For { .. })
-            || idx.iter().any(|e| mentions(e, outer))
-        {
+        if outer_body.len() != 1 || !matches!(outer_body[0], Stmt::For { .. }) {
             break;
         }
-        host -= 1;
+        if idx.iter().any(|e| mentions(e, outer)) {
+            match (o_start, o_end) {
+                (Expr::Int(s, _), Expr::Int(e, _)) if e > s => {
+                    pending.push((outer.clone(), *s, e - s))
+                }
+                _ => break,
+            }
+        } else {
+            host = probe - 1;
+            dims.append(&mut pending);
+        }
+        probe -= 1;
     }
+    // Outermost first.
+    dims.reverse();
     let dtype = f.elem_type(&b).unwrap_or(DType::F64);
     let zero = match dtype {
         DType::F32 | DType::F64 => Expr::Float(0.0, dtype),
@@ -177,46 +209,99 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
     }
     let fin = format!("{var}.rf");
     let zero_loop = format!("{var}.init");
-    // The zeroing loop exists only when the partial results live across enclosing loops.
-    let new_loops = if host == index {
-        vec![&fin]
-    } else {
-        vec![&fin, &zero_loop]
-    };
-    for name in new_loops {
+    // The zeroing loop exists only when the partial results live across enclosing loops; the
+    // crossed loops that move the element are repeated around the zeroing and the final
+    // reduction, under the same suffixes.
+    let mut new_loops = vec![fin.clone()];
+    if host != index {
+        new_loops.push(zero_loop.clone());
+    }
+    for (d, ..) in &dims {
+        new_loops.extend([format!("{d}.rf"), format!("{d}.init")]);
+    }
+    for name in &new_loops {
         if find(&f.body, name).is_ok() {
             return Err(bad(format!("a loop named `{name}` exists already")));
         }
     }
-    let at = |v: &str| {
-        if s0 == 0 {
-            Expr::var(v)
-        } else {
-            Expr::sub(Expr::var(v), Expr::i64(s0))
+    // The partial result of iteration `l` for the element at the crossed loops' variables
+    // `vars` (in the order of `dims`): row-major over the crossed loops' ranges, then `l`.
+    let at = |vars: &[String], l: &str| {
+        let offset = |v: &str, s: i64| {
+            if s == 0 {
+                Expr::var(v)
+            } else {
+                Expr::sub(Expr::var(v), Expr::i64(s))
+            }
+        };
+        let mut flat: Option<Expr> = None;
+        for ((_, s, e), v) in dims.iter().zip(vars) {
+            let here = offset(v, *s);
+            flat = Some(match flat {
+                None => here,
+                Some(outer) => Expr::add(Expr::mul(outer, Expr::i64(*e)), here),
+            });
+        }
+        let lane = offset(l, s0);
+        match flat {
+            None => lane,
+            Some(outer) => Expr::add(Expr::mul(outer, Expr::i64(w)), lane),
         }
     };
-    let zero_store = |v: &str| Stmt::Store {
+    let own: Vec<String> = dims.iter().map(|(d, ..)| d.clone()).collect();
+    let renamed = |suffix: &str| -> Vec<String> {
+        dims.iter().map(|(d, ..)| format!("{d}.{suffix}")).collect()
+    };
+    // `body` inside the crossed loops, renamed to `vars`, outermost first.
+    let nest = |vars: &[String], kind: ForKind, body: Vec<Stmt>| -> Stmt {
+        let mut s = body;
+        for ((_, st, e), v) in dims.iter().zip(vars).rev() {
+            s = vec![Stmt::For {
+                var: v.clone(),
+                start: Expr::i64(*st),
+                end: Expr::i64(st + e),
+                kind,
+                body: s,
+            }];
+        }
+        s.pop().expect("one statement")
+    };
+    let zero_store = |vars: &[String], l: &str| Stmt::Store {
         buffer: rf.clone(),
-        indices: vec![at(v)],
+        indices: vec![at(vars, l)],
         value: zero.clone(),
     };
     // Zeroed in each iteration of the loop, or once before the loops they live across.
     let (mut new_body, mut zeroing) = if host == index {
-        (vec![zero_store(&var)], None)
+        (vec![zero_store(&own, &var)], None)
     } else {
+        let vars = renamed("init");
         let zeroing = Stmt::For {
             var: zero_loop.clone(),
             start: start.clone(),
             end: end.clone(),
             kind: ForKind::Unrolled,
-            body: vec![zero_store(&zero_loop)],
+            body: vec![zero_store(&vars, &zero_loop)],
         };
-        (Vec::new(), Some(zeroing))
+        (
+            Vec::new(),
+            Some(nest(&vars, ForKind::Unrolled, vec![zeroing])),
+        )
     };
-    new_body.extend(rewrite(body, &b, &rf, &at(&var)));
+    new_body.extend(rewrite(body, &b, &rf, &at(&own, &var)));
+    // The element, at the final reduction's copies of the crossed loops.
+    let fin_vars = renamed("rf");
+    let fin_idx: Vec<Expr> = idx
+        .iter()
+        .map(|e| {
+            own.iter()
+                .zip(&fin_vars)
+                .fold(e.clone(), |e, (d, r)| e.subst_var(d, &Expr::var(r)))
+        })
+        .collect();
     let load_b = Expr::Load {
         buffer: b.clone(),
-        indices: idx.clone(),
+        indices: fin_idx.clone(),
     };
     let final_loop = Stmt::For {
         var: fin.clone(),
@@ -225,20 +310,22 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
         kind: ForKind::Serial,
         body: vec![Stmt::Store {
             buffer: b.clone(),
-            indices: idx.clone(),
+            indices: fin_idx,
             value: Expr::add(
                 load_b,
                 Expr::Load {
                     buffer: rf.clone(),
-                    indices: vec![at(&fin)],
+                    indices: vec![at(&fin_vars, &fin)],
                 },
             ),
         }],
     };
+    let final_loop = nest(&fin_vars, ForKind::Serial, vec![final_loop]);
+    let extent = dims.iter().fold(w, |n, (_, _, e)| n.saturating_mul(*e));
     let alloc = Stmt::Alloc {
         buffer: rf.clone(),
         dtype,
-        extent: Expr::i64(w),
+        extent: Expr::i64(extent),
         scope: MemScope::Local,
     };
     let mut new_body = Some(new_body);
@@ -254,7 +341,9 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
     // The loops before `host` are unchanged: its pre-order number still finds it.
     edit_list(&mut f.body, host, &mut |list, i| {
         let mut pos = i;
-        let init = (i > 0 && is_init_of(&list[i - 1], &b, &idx)).then(|| list.remove(i - 1));
+        // With crossed loops the element is not one element before `host`: no init to move.
+        let moves_init = dims.is_empty() && i > 0 && is_init_of(&list[i - 1], &b, &idx);
+        let init = moves_init.then(|| list.remove(i - 1));
         if init.is_some() {
             pos -= 1;
         }
