@@ -1141,9 +1141,10 @@ pub struct DataStats {
     /// Bytes of the host's L3 as a core sees it ([`lacuna_target::host_l3_bytes`]; 0 where
     /// unknown). A property of the host.
     pub l3_bytes: usize,
-    /// Whether SpMV's column panels over hub-heavy gathers are sized by the L3
-    /// ([`lacuna_target::host_panels_by_l3`]; see [`spmv_panel_width`]). A property of the host.
-    pub panels_by_l3: bool,
+    /// Whether the host's L3 serves gathers nearly as well as L2 ([`lacuna_target::host_fast_l3`]):
+    /// SpMV's hub-heavy panels are then sized by it ([`spmv_panel_width`]) and SpMM's rows take
+    /// reverse Cuthill–McKee order only beyond it ([`spmm_by_rcm`]). A property of the host.
+    pub fast_l3: bool,
     /// The share of stored entries in the [`HOT_COLUMNS`] columns holding the most, in
     /// thousandths: see [`hot_columns`].
     pub hot_permille: usize,
@@ -1409,7 +1410,7 @@ fn iso_value_of(
 impl DataStats {
     /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
     /// `hw_prefetches_rows`, `gathers_rows`, `whole_width_blocks`, `l2_bytes`,
-    /// `stream_stores`, `vector_f64s`, `l3_bytes`, `panels_by_l3`): the base the data's statistics are filled into.
+    /// `stream_stores`, `vector_f64s`, `l3_bytes`, `fast_l3`): the base the data's statistics are filled into.
     pub fn host() -> DataStats {
         DataStats {
             vector_masks: lacuna_target::host_has_vector_masks(),
@@ -1421,7 +1422,7 @@ impl DataStats {
             stream_stores: lacuna_target::host_stream_bytes().is_some(),
             vector_f64s: lacuna_target::host_vector_f64s(),
             l3_bytes: lacuna_target::host_l3_bytes(),
-            panels_by_l3: lacuna_target::host_panels_by_l3(),
+            fast_l3: lacuna_target::host_fast_l3(),
             ..DataStats::default()
         }
     }
@@ -1506,6 +1507,11 @@ impl DataStats {
     /// The host's L2 bytes, [`lacuna_target::DEFAULT_L2_BYTES`] where unknown.
     pub fn l2(&self) -> usize {
         l2_or_default(self.l2_bytes)
+    }
+
+    /// The host's L3 bytes where it has a fast L3 ([`DataStats::fast_l3`]) of known size.
+    pub fn fast_l3_bytes(&self) -> Option<usize> {
+        (self.fast_l3 && self.l3_bytes > 0).then_some(self.l3_bytes)
     }
 
     /// Mean stored entries per row (0 without rows).
@@ -2321,12 +2327,33 @@ pub const SPMM_RCM_MIN_GAIN: usize = 100;
 /// `rcm` at k = 32 1.81 / 0.89 → 2.40 / 1.26, at k = 128 10.2 → 11.7 (one thread); vt2010
 /// (239 → 215) about the same. The nine shared matrices the rule leaves alone kept their times
 /// (0.94–1.10, noise).
+///
+/// On hosts with a fast L3 ([`DataStats::fast_l3`], AMD's Zen), `B` must exceed L3 and the
+/// order save [`SPMM_RCM_FAST_L3_MIN_GAIN`]: there gathers from L3 cost little, and the row ids
+/// and `C`'s rows written out of order cost more than the order saves. `lacuna bench`, min of
+/// 20–30 in two rounds alternating, one / two threads (session 34, Zen 4 guest, 1 MiB of L2,
+/// 32 MiB of L3), `rcm` (the rule before) → rows in stored order, ms: k = 32 (`B` 6–17 MB)
+/// wing 4.84 / 2.17 → 3.47 / 1.60, ct2010 4.88 / 2.57 → 4.21 / 2.08, de2010 0.53 / 0.22 →
+/// 0.47 / 0.21, cit-HepPh 2.78 / 1.58 → 2.02 / 0.80; k = 128 vt2010 (`B` 33 MB, saves 125‰)
+/// 8.46 / 5.41 → 5.68 / 3.34, de2010 (25 MB) 5.65 / 3.43 → 6.14 / 3.33. `rcm` kept: k = 128
+/// wing (64 MB, saves 331‰) 14.6 / 8.0 against 23.2 / 11.7 in stored order, ct2010 (69 MB,
+/// 340‰) 13.1 / 7.3 against 15.3 / 9.9, cit-HepPh (35 MB, 156‰) 11.1 / 5.5 against 12.2 /
+/// 6.8.
 pub fn spmm_by_rcm(data: &DataStats) -> bool {
+    let (beyond, min_gain) = match data.fast_l3_bytes() {
+        Some(l3) => (l3, SPMM_RCM_FAST_L3_MIN_GAIN),
+        None => (data.l2(), SPMM_RCM_MIN_GAIN),
+    };
     data.feat
         .is_some_and(|k| k.is_multiple_of(16) && (16..=512).contains(&k))
-        && data.gathered_bytes > data.l2()
-        && data.far_rows_permille.saturating_sub(data.rcm_far_permille) >= SPMM_RCM_MIN_GAIN
+        && data.gathered_bytes > beyond
+        && data.far_rows_permille.saturating_sub(data.rcm_far_permille) >= min_gain
 }
+
+/// Far gathers saved, in thousandths, from which SpMM's built-in schedule runs `A`'s rows in
+/// reverse Cuthill–McKee order on a host with a fast L3 (see [`spmm_by_rcm`]): between vt2010's
+/// 125 (lost 1.5×) and cit-HepPh's 156 (gained 1.1×) at k = 128 on the Zen 4 guest.
+pub const SPMM_RCM_FAST_L3_MIN_GAIN: usize = 150;
 
 /// SpMM's schedule on `A` as `rcm` (every row once, in reverse Cuthill–McKee order, with its
 /// row id): [`spmm_rows_trace`]'s register blocking over the part's rows, each row of `C`
@@ -2423,7 +2450,7 @@ pub fn by_panels(data: &DataStats) -> bool {
 pub const SPMV_PANELS_MIN_BYTES: usize = 8 << 20;
 
 /// Hot entries ([`DataStats::hot_permille`]) from which SpMV's gathers count as hub-heavy: on
-/// hosts that size such panels by their L3 ([`DataStats::panels_by_l3`]), the panels then
+/// hosts that size such panels by their L3 ([`DataStats::fast_l3`]), the panels then
 /// start at an `x` of half of L3 and take a sixteenth of L3 each ([`spmv_panel_width`]). Most
 /// gathers of a power-law graph hit its hubs' part of `x`, cached whatever the layout, while
 /// each panel visits a row's entries in as many runs as the panels they fall into, each run
@@ -2441,8 +2468,8 @@ pub const SPMV_PANELS_HUB_MIN_HOT: usize = 500;
 /// The L3 of a host that sizes hub-heavy panels by it ([`SPMV_PANELS_HUB_MIN_HOT`]), for data
 /// whose gathers are hub-heavy; `None` otherwise (L2 sizes the panels).
 fn hub_panels_l3(data: &DataStats) -> Option<usize> {
-    (data.panels_by_l3 && data.l3_bytes > 0 && data.hot_permille >= SPMV_PANELS_HUB_MIN_HOT)
-        .then_some(data.l3_bytes)
+    data.fast_l3_bytes()
+        .filter(|_| data.hot_permille >= SPMV_PANELS_HUB_MIN_HOT)
 }
 
 /// Bytes of `x` from which SpMV's built-in schedule stores `A` in column panels: half of L3

@@ -1230,7 +1230,7 @@ fn builtin_spmv_stores_scattered_gathers_in_column_panels() {
     assert_threads_agree(&p, &s, &shuffled, &reference);
 }
 
-/// On hosts that size SpMV's column panels by L3 (`panels_by_l3`, AMD's Zen), hub-heavy
+/// On hosts with a fast L3 (`fast_l3`, AMD's Zen), hub-heavy
 /// gathers (`hot_permille` from `SPMV_PANELS_HUB_MIN_HOT`) go into panels a sixteenth of L3 wide
 /// from an `x` of half of L3, and run row by row with prefetch below that; other gathers, and
 /// every gather on other hosts or with the L3 unknown, keep the L2 rule. `lacuna tune` tries
@@ -1269,7 +1269,7 @@ fn builtin_spmv_sizes_hub_heavy_panels_by_l3() {
             gathers_rows: true,
             l2_bytes: l2,
             l3_bytes,
-            panels_by_l3: by_l3,
+            fast_l3: by_l3,
             hot_permille: hot,
             ..Default::default()
         };
@@ -1291,10 +1291,10 @@ fn builtin_spmv_sizes_hub_heavy_panels_by_l3() {
         }
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
-    let host = |panels_by_l3| DataStats {
+    let host = |fast_l3| DataStats {
         l2_bytes: l2,
         l3_bytes: l3,
-        panels_by_l3,
+        fast_l3,
         ..Default::default()
     };
     assert_eq!(spmv_panel_widths(&host(true)), vec![32768, 262144]);
@@ -1750,7 +1750,7 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
 fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
     use lacuna::driver::{
         builtin_schedule, run_kernel, spmm_by_rcm, spmm_rcm_far, spmm_rcm_trace, DataStats,
-        SPMM_RCM_MIN_GAIN as G, SPMM_STREAM_MIN_BYTES,
+        SPMM_RCM_FAST_L3_MIN_GAIN as F, SPMM_RCM_MIN_GAIN as G, SPMM_STREAM_MIN_BYTES,
     };
     // Shapes far larger than the entries (a file may declare any extent) are not reordered:
     // nothing saved, nothing allocated per declared row.
@@ -1795,6 +1795,34 @@ fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
             ..Default::default()
         };
         assert_eq!(spmm_by_rcm(&stats), want, "{stats:?}");
+        // On a host with a fast L3 of 32 MiB, `B` must exceed it and the order save
+        // SPMM_RCM_FAST_L3_MIN_GAIN; with the L3's size unknown, the rule above holds.
+        let l3 = 32 << 20;
+        for (l3_bytes, bytes, saved, fast_want) in [
+            (l3, l3 + 8, F, true),
+            (l3, l3, F, false),
+            (l3, l3 + 8, F - 1, false),
+            (l3, 8 << 20, 800, false),
+            (0, bytes, far.saturating_sub(rcm_far), want),
+        ] {
+            let fast = DataStats {
+                fast_l3: true,
+                l3_bytes,
+                gathered_bytes: bytes,
+                far_rows_permille: 900,
+                rcm_far_permille: 900 - saved,
+                ..stats
+            };
+            let fast_want = fast_want && (16..=512).contains(&k) && k % 16 == 0;
+            assert_eq!(spmm_by_rcm(&fast), fast_want, "{fast:?}");
+            let s = builtin_schedule(&p, &fast).expect("a built-in schedule");
+            assert_eq!(
+                decomposes_into(&s, "rcm"),
+                fast_want,
+                "{fast:?}: {:?}",
+                s.trace
+            );
+        }
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
         assert_eq!(decomposes_into(&s, "rcm"), want, "{stats:?}: {:?}", s.trace);
         if want {
@@ -1844,9 +1872,11 @@ fn builtin_spmm_runs_rows_in_rcm_order_where_it_saves_far_gathers() {
             ("A".to_string(), Input::Coo(a.clone())),
             ("B".to_string(), dense(vec![n, k], 7)),
         ]);
-        // A host with 64 KiB of L2: a window of 256 (k = 32) or 64 gathers of B's rows.
+        // A host with 64 KiB of L2 (and no fast L3): a window of 256 (k = 32) or 64 gathers
+        // of B's rows.
         let stats = DataStats {
             l2_bytes: 64 << 10,
+            fast_l3: false,
             ..DataStats::of(&inputs)
         }
         .with_spmm_stats(&a);

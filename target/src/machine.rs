@@ -252,18 +252,20 @@ fn host_cache_bytes(level: u32) -> Option<usize> {
     })
 }
 
-/// Whether SpMV's column panels over hub-heavy gathers are sized by the L3 rather than by L2
-/// (see `lacuna::driver::spmv_panel_width`): AMD's Zen cores (LLVM's `znver*`), whose L3 — a
-/// victim cache of the cores' L2s, 32 MiB per CCX — serves a slice of `x` several times L2's
-/// size at little cost, while each extra panel pass rewrites `y`. Measured on Zen 4 (session
-/// 34); Zen 3 and 5 share the cache design, not measured. Read once.
-pub fn host_panels_by_l3() -> bool {
+/// Whether the host's L3 serves gathers from a working set several times L2's size nearly as
+/// well as L2: AMD's Zen cores (LLVM's `znver*`), whose L3 is a victim cache of the cores' L2s,
+/// 32 MiB per CCX at about 50 cycles. The built-in schedules then size their layouts by it:
+/// SpMV's column panels over hub-heavy gathers a sixteenth of L3 wide
+/// (`lacuna::driver::spmv_panel_width`), SpMM's rows in reverse Cuthill–McKee order only where
+/// `B` exceeds L3 (`lacuna::driver::spmm_by_rcm`). Measured on Zen 4 (session 34); Zen 3 and
+/// 5 share the cache design, not measured. Read once.
+pub fn host_fast_l3() -> bool {
     static L3: OnceLock<bool> = OnceLock::new();
-    *L3.get_or_init(|| panels_by_l3(&TargetMachine::get_host_cpu_name().to_string()))
+    *L3.get_or_init(|| fast_l3(&TargetMachine::get_host_cpu_name().to_string()))
 }
 
-/// [`host_panels_by_l3`] for an LLVM CPU name.
-fn panels_by_l3(cpu: &str) -> bool {
+/// [`host_fast_l3`] for an LLVM CPU name.
+fn fast_l3(cpu: &str) -> bool {
     cpu.starts_with("znver")
 }
 
@@ -427,8 +429,8 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 #[cfg(test)]
 mod tests {
     use super::{
-        amx_core, assembles_gathers, cache_bytes, gathers_rows, has_avx512f, masks_long_rows,
-        panels_by_l3, prefetches_rows, vector_f64s,
+        amx_core, assembles_gathers, cache_bytes, fast_l3, gathers_rows, has_avx512f,
+        masks_long_rows, prefetches_rows, vector_f64s,
     };
 
     /// Sizes as sysfs writes them; anything else is unreadable, not a guess.
@@ -444,11 +446,11 @@ mod tests {
     }
 
     #[test]
-    fn zen_cores_size_panels_by_l3() {
-        assert!(panels_by_l3("znver4"));
-        assert!(panels_by_l3("znver3"));
-        assert!(!panels_by_l3("skylake-avx512"));
-        assert!(!panels_by_l3("sapphirerapids"));
+    fn zen_cores_size_fast_l3() {
+        assert!(fast_l3("znver4"));
+        assert!(fast_l3("znver3"));
+        assert!(!fast_l3("skylake-avx512"));
+        assert!(!fast_l3("sapphirerapids"));
     }
 
     #[test]
