@@ -2334,7 +2334,8 @@ pub const SPMM_RCM_MIN_GAIN: usize = 100;
 /// 20–30 in two rounds alternating, one / two threads (session 34, Zen 4 guest, 1 MiB of L2,
 /// 32 MiB of L3), `rcm` (the rule before) → rows in stored order, ms: k = 32 (`B` 6–17 MB)
 /// wing 4.84 / 2.17 → 3.47 / 1.60, ct2010 4.88 / 2.57 → 4.21 / 2.08, de2010 0.53 / 0.22 →
-/// 0.47 / 0.21, cit-HepPh 2.78 / 1.58 → 2.02 / 0.80; k = 128 vt2010 (`B` 33 MB, saves 125‰)
+/// 0.47 / 0.21, cit-HepPh 2.78 / 1.58 → 2.02 / 0.80 (a second run, three rounds: 2.36 / 0.95 →
+/// 2.27 / 0.99, even); k = 128 vt2010 (`B` 33 MB, saves 125‰)
 /// 8.46 / 5.41 → 5.68 / 3.34, de2010 (25 MB) 5.65 / 3.43 → 6.14 / 3.33. `rcm` kept: k = 128
 /// wing (64 MB, saves 331‰) 14.6 / 8.0 against 23.2 / 11.7 in stored order, ct2010 (69 MB,
 /// 340‰) 13.1 / 7.3 against 15.3 / 9.9, cit-HepPh (35 MB, 156‰) 11.1 / 5.5 against 12.2 /
