@@ -470,7 +470,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
                 "schedule": match (&schedule, &default) {
                     (Some(_), _) if tuned_note.is_some() => json!(tuned_note),
                     (Some(_), _) => json!("given"),
-                    (None, Some(d)) => json!(format!("built-in: {}", d.trace.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", "))),
+                    (None, Some(d)) => json!(format!("built-in: {}", d.to_ron_line())),
                     (None, None) => json!(null),
                 },
                 "checksum": checksum,

@@ -266,6 +266,79 @@ fn run_prints_the_documented_json_and_writes_outputs() {
     assert!(close(v["checksum"].as_f64().expect("checksum"), sum));
 }
 
+/// Without `--schedule`, `lacuna run` names the built-in schedule it chose as a schedule file
+/// on one line (`built-in: (version: 1, ...)`); saved and given back with `--schedule`, it
+/// runs the same kernel: the same checksum, bit for bit.
+#[test]
+fn run_names_the_built_in_schedule_it_chose() {
+    let t = TempDir::new("builtin");
+    let dense = |name: &str, shape: &str, seed: &str| {
+        let p = t.0.join(name);
+        let out = bin()
+            .current_dir(repo())
+            .args([
+                "gen-dense",
+                "--shape",
+                shape,
+                "--seed",
+                seed,
+                "--out",
+                p.to_str().expect("path"),
+            ])
+            .output()
+            .expect("runs");
+        assert!(out.status.success());
+        p
+    };
+    // lp_afiro is 27 x 51; SDDMM's built-in schedule always runs the features as vector lanes.
+    let x = dense("X.npy", "27,16", "1");
+    let w = dense("W.npy", "51,16", "2");
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "run".to_string(),
+            "examples/sddmm.ron".into(),
+            "--input".into(),
+            "S=tests/data/lp_afiro.mtx".into(),
+            "--input".into(),
+            format!("X={}", x.display()),
+            "--input".into(),
+            format!("W={}", w.display()),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let out = bin()
+            .current_dir(repo())
+            .args(&args)
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("one JSON object")
+    };
+    let builtin = run(&[]);
+    let named = builtin["schedule"].as_str().expect("a schedule string");
+    let text = named
+        .strip_prefix("built-in: ")
+        .unwrap_or_else(|| panic!("{named}"));
+    let file = lacuna::schedule::ScheduleFile::from_ron(text).expect("a schedule file");
+    assert_eq!(file.kernel, "sddmm");
+    assert!(
+        file.trace
+            .iter()
+            .any(|i| matches!(i, lacuna::schedule::Instruction::Vectorize { .. })),
+        "{text}"
+    );
+    let saved = t.file("builtin.ron", text);
+    let given = run(&["--schedule", saved.to_str().expect("path")]);
+    assert_eq!(given["schedule"], "given");
+    assert_eq!(
+        given["checksum"].as_f64().map(f64::to_bits),
+        builtin["checksum"].as_f64().map(f64::to_bits)
+    );
+}
+
 #[test]
 fn lower_prints_every_stage() {
     for (stage, needle) in [
