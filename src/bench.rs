@@ -528,28 +528,27 @@ pub fn compile_kernel(
     };
     let t = Instant::now();
     let is_builtin = schedule.is_some_and(|s| s.kernel == BUILTIN);
-    let builtin = match schedule {
-        Some(s) if s.kernel == BUILTIN => match data {
+    let builtin = if is_builtin {
+        match data {
             Some(stats) => driver::builtin_schedule(&p, &stats),
             None => driver::parallel_rows_schedule(&p),
-        },
-        _ => None,
+        }
+    } else {
+        None
     };
-    let schedule = match schedule {
-        Some(s) if s.kernel == BUILTIN => builtin.as_ref(),
-        other => other,
-    };
-    let builtin_schedule = is_builtin.then(|| {
+    let schedule = if is_builtin {
+        builtin.as_ref()
+    } else {
         schedule
-            .map_or_else(
-                || ScheduleFile {
-                    version: 1,
-                    kernel: p.name.clone(),
-                    trace: Vec::new(),
-                },
-                Clone::clone,
-            )
-            .to_ron_line()
+    };
+    let builtin_schedule = is_builtin.then(|| match schedule {
+        Some(s) => s.to_ron_line(),
+        None => ScheduleFile {
+            version: 1,
+            kernel: p.name.clone(),
+            trace: Vec::new(),
+        }
+        .to_ron_line(),
     });
     let (program, exe, conversions) = Executable::build_converting(&p, schedule, target)?;
     Ok(Compiled {

@@ -1410,7 +1410,8 @@ fn iso_value_of(
 impl DataStats {
     /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
     /// `hw_prefetches_rows`, `gathers_rows`, `whole_width_blocks`, `l2_bytes`,
-    /// `stream_stores`, `vector_f64s`, `l3_bytes`, `fast_l3`): the base the data's statistics are filled into.
+    /// `stream_stores`, `vector_f64s`, `l3_bytes`, `fast_l3`): the base the data's statistics
+    /// are filled into.
     pub fn host() -> DataStats {
         DataStats {
             vector_masks: lacuna_target::host_has_vector_masks(),

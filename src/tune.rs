@@ -643,12 +643,12 @@ pub fn load_inputs(pairs: &[(String, PathBuf)]) -> Result<BTreeMap<String, Input
 /// L2 and, where it sizes them so, its L3, SpMM's from its L2, SpMM's streamed rows where it
 /// has streaming stores).
 pub fn host_template_options(formats: usize) -> TemplateOptions {
-    let l2 = lacuna_target::host_l2_bytes();
+    let host = driver::DataStats::host();
     TemplateOptions {
         formats,
         scalar_gathers: lacuna_target::host_assembles_gathers(),
-        panels: driver::spmv_panel_widths(&driver::DataStats::host()),
-        row_panel_bytes: l2 / 2,
+        panels: driver::spmv_panel_widths(&host),
+        row_panel_bytes: host.l2_bytes / 2,
         stream_rows: lacuna_target::host_stream_bytes().map(|_| driver::SPMM_STREAM_MIN_BYTES),
         row_orders: true,
         ..Default::default()

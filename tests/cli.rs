@@ -31,6 +31,29 @@ impl TempDir {
         std::fs::write(&p, text).expect("write fixture");
         p
     }
+    /// `lacuna gen-dense --shape SHAPE --seed SEED` into `name` here.
+    fn gen_dense(&self, name: &str, shape: &str, seed: &str) -> PathBuf {
+        let p = self.0.join(name);
+        let out = bin()
+            .current_dir(repo())
+            .args([
+                "gen-dense",
+                "--shape",
+                shape,
+                "--seed",
+                seed,
+                "--out",
+                p.to_str().expect("path"),
+            ])
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        p
+    }
 }
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -214,22 +237,8 @@ fn missing_input_and_unknown_output() {
 #[test]
 fn run_prints_the_documented_json_and_writes_outputs() {
     let t = TempDir::new("json");
-    let b = t.0.join("B.npy");
+    let b = t.gen_dense("B.npy", "51,4", "3");
     let c = t.0.join("C.npy");
-    let out = bin()
-        .current_dir(repo())
-        .args([
-            "gen-dense",
-            "--shape",
-            "51,4",
-            "--seed",
-            "3",
-            "--out",
-            b.to_str().expect("path"),
-        ])
-        .output()
-        .expect("runs");
-    assert!(out.status.success());
     let out = bin()
         .current_dir(repo())
         .args([
@@ -272,27 +281,9 @@ fn run_prints_the_documented_json_and_writes_outputs() {
 #[test]
 fn run_names_the_built_in_schedule_it_chose() {
     let t = TempDir::new("builtin");
-    let dense = |name: &str, shape: &str, seed: &str| {
-        let p = t.0.join(name);
-        let out = bin()
-            .current_dir(repo())
-            .args([
-                "gen-dense",
-                "--shape",
-                shape,
-                "--seed",
-                seed,
-                "--out",
-                p.to_str().expect("path"),
-            ])
-            .output()
-            .expect("runs");
-        assert!(out.status.success());
-        p
-    };
     // lp_afiro is 27 x 51; SDDMM's built-in schedule always runs the features as vector lanes.
-    let x = dense("X.npy", "27,16", "1");
-    let w = dense("W.npy", "51,16", "2");
+    let x = t.gen_dense("X.npy", "27,16", "1");
+    let w = t.gen_dense("W.npy", "51,16", "2");
     let run = |extra: &[&str]| -> serde_json::Value {
         let mut args = vec![
             "run".to_string(),

@@ -372,26 +372,26 @@ pub struct ScheduleFile {
 impl ScheduleFile {
     /// Parses a schedule file. `Some(x)` may be written `x`.
     pub fn from_ron(text: &str) -> Result<ScheduleFile, ron::error::SpannedError> {
-        ron::Options::default()
-            .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
-            .from_str(text)
+        Self::ron_options().from_str(text)
     }
     /// Serializes to pretty RON.
     pub fn to_ron(&self) -> String {
         let cfg = ron::ser::PrettyConfig::new()
             .struct_names(false)
             .extensions(ron::extensions::Extensions::IMPLICIT_SOME);
-        ron::Options::default()
-            .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+        Self::ron_options()
             .to_string_pretty(self, cfg)
             .expect("schedule files always serialize")
     }
     /// Serializes to RON on one line (for a JSON field or a log line); [`ScheduleFile::from_ron`]
     /// reads it back.
     pub fn to_ron_line(&self) -> String {
-        ron::Options::default()
-            .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+        Self::ron_options()
             .to_string(self)
             .expect("schedule files always serialize")
+    }
+    /// RON with `Some(x)` written `x`, as schedule files are read and written.
+    fn ron_options() -> ron::Options {
+        ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
     }
 }

@@ -446,7 +446,7 @@ mod tests {
     }
 
     #[test]
-    fn zen_cores_size_fast_l3() {
+    fn zen_cores_have_a_fast_l3() {
         assert!(fast_l3("znver4"));
         assert!(fast_l3("znver3"));
         assert!(!fast_l3("skylake-avx512"));

@@ -212,13 +212,15 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
     // The zeroing loop exists only when the partial results live across enclosing loops; the
     // crossed loops that move the element are repeated around the zeroing and the final
     // reduction, under the same suffixes.
+    let renamed = |suffix: &str| -> Vec<String> {
+        dims.iter().map(|(d, ..)| format!("{d}.{suffix}")).collect()
+    };
+    let (fin_vars, init_vars) = (renamed("rf"), renamed("init"));
     let mut new_loops = vec![fin.clone()];
     if host != index {
         new_loops.push(zero_loop.clone());
     }
-    for (d, ..) in &dims {
-        new_loops.extend([format!("{d}.rf"), format!("{d}.init")]);
-    }
+    new_loops.extend(fin_vars.iter().chain(&init_vars).cloned());
     for name in &new_loops {
         if find(&f.body, name).is_ok() {
             return Err(bad(format!("a loop named `{name}` exists already")));
@@ -249,22 +251,18 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
         }
     };
     let own: Vec<String> = dims.iter().map(|(d, ..)| d.clone()).collect();
-    let renamed = |suffix: &str| -> Vec<String> {
-        dims.iter().map(|(d, ..)| format!("{d}.{suffix}")).collect()
-    };
-    // `body` inside the crossed loops, renamed to `vars`, outermost first.
-    let nest = |vars: &[String], kind: ForKind, body: Vec<Stmt>| -> Stmt {
-        let mut s = body;
-        for ((_, st, e), v) in dims.iter().zip(vars).rev() {
-            s = vec![Stmt::For {
+    // `inner` inside copies of the crossed loops over `vars`, outermost first.
+    let nest = |vars: &[String], kind: ForKind, inner: Stmt| -> Stmt {
+        dims.iter()
+            .zip(vars)
+            .rev()
+            .fold(inner, |s, ((_, st, e), v)| Stmt::For {
                 var: v.clone(),
                 start: Expr::i64(*st),
                 end: Expr::i64(st + e),
                 kind,
-                body: s,
-            }];
-        }
-        s.pop().expect("one statement")
+                body: vec![s],
+            })
     };
     let zero_store = |vars: &[String], l: &str| Stmt::Store {
         buffer: rf.clone(),
@@ -275,22 +273,20 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
     let (mut new_body, mut zeroing) = if host == index {
         (vec![zero_store(&own, &var)], None)
     } else {
-        let vars = renamed("init");
         let zeroing = Stmt::For {
             var: zero_loop.clone(),
             start: start.clone(),
             end: end.clone(),
             kind: ForKind::Unrolled,
-            body: vec![zero_store(&vars, &zero_loop)],
+            body: vec![zero_store(&init_vars, &zero_loop)],
         };
         (
             Vec::new(),
-            Some(nest(&vars, ForKind::Unrolled, vec![zeroing])),
+            Some(nest(&init_vars, ForKind::Unrolled, zeroing)),
         )
     };
     new_body.extend(rewrite(body, &b, &rf, &at(&own, &var)));
     // The element, at the final reduction's copies of the crossed loops.
-    let fin_vars = renamed("rf");
     let fin_idx: Vec<Expr> = idx
         .iter()
         .map(|e| {
@@ -320,7 +316,7 @@ pub fn rfactor(mut f: Func, name: &str) -> Result<Func, Condition> {
             ),
         }],
     };
-    let final_loop = nest(&fin_vars, ForKind::Serial, vec![final_loop]);
+    let final_loop = nest(&fin_vars, ForKind::Serial, final_loop);
     let extent = dims.iter().fold(w, |n, (_, _, e)| n.saturating_mul(*e));
     let alloc = Stmt::Alloc {
         buffer: rf.clone(),
