@@ -1039,10 +1039,29 @@ fn builtin_spmv_stores_stencils_by_diagonal() {
     assert_eq!(diagonal_count(&coo(m, n, &e)), 5);
     let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
     assert!(dia(&s) && parallel(&s), "{:?}", s.trace);
-    let text = {
+    let (text, flat) = {
         let sched = lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
-        lacuna::stage2::print_func(&sched.stage2().expect("lowers"))
+        let stage2 = sched.stage2().expect("lowers");
+        let cfg = lacuna::stage2::Config::default();
+        let flat =
+            lacuna::stage2::lower_to_flat(stage2.clone(), &cfg, &mut |_, _| {}).expect("flattens");
+        (
+            lacuna::stage2::print_func(&stage2),
+            lacuna::stage2::print_func(&flat),
+        )
     };
+    // Blocks whose rows and columns lie inside the matrix (by the least and greatest offset)
+    // run a copy without range checks: unmasked loads of `x`, stores of `y` unguarded.
+    let inside = flat
+        .split(".hi < n {")
+        .nth(1)
+        .and_then(|t| t.split("} else {").next())
+        .expect("a versioned block loop");
+    assert!(flat.contains("A.p0.off.lo"), "{flat}");
+    assert!(
+        !inside.contains("select(") && !inside.contains("if "),
+        "{inside}"
+    );
     let vector = text
         .split("vectorized for")
         .nth(1)

@@ -6,7 +6,7 @@ use crate::passes::{
     lower_sparse_buffer::lower_sparse_buffer, materialize_index_buffers::materialize_index_buffers,
     partition_loops::partition_loops, place_init_blocks::place_init_blocks, simplify::simplify,
     specialize_index_buffers::specialize_index_buffers,
-    translate_coordinates::translate_coordinates,
+    translate_coordinates::translate_coordinates, version_ranges::version_ranges,
 };
 use crate::LowerError;
 use lacuna_stage1::{sparsify, verify, Program};
@@ -14,7 +14,8 @@ use lacuna_stage1::{sparsify, verify, Program};
 /// Options of the pipeline.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Run the simplifier on the flat program.
+    /// Run the simplifier on the flat program, and version loops on their range guards
+    /// (`version_ranges`).
     pub simplify: bool,
 }
 
@@ -94,6 +95,13 @@ pub fn lower_to_flat(
     }
     let flat = hoist_invariant_lets(flat);
     after_pass("hoist_invariant_lets", &flat);
+    let flat = if cfg.simplify {
+        let flat = version_ranges(flat);
+        after_pass("version_ranges", &flat);
+        flat
+    } else {
+        flat
+    };
     verify_flat(&flat)?;
     Ok(flat)
 }

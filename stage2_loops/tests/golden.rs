@@ -76,6 +76,7 @@ fn every_pass_leaves_a_printable_program_and_the_pipeline_names_them_in_order() 
             "partition_loops",
             "simplify",
             "hoist_invariant_lets",
+            "version_ranges",
         ]
     );
 }

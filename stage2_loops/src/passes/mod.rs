@@ -10,3 +10,4 @@ pub mod place_init_blocks;
 pub mod simplify;
 pub mod specialize_index_buffers;
 pub mod translate_coordinates;
+pub mod version_ranges;

@@ -3,7 +3,7 @@
 //! Rules (integers only, so no floating-point result changes): `c1 op c2` folds; `x + 0`,
 //! `0 + x`, `x - 0`, `x * 1`, `1 * x` become `x`; `x * 0` becomes 0; `(x + c1) + c2` becomes
 //! `x + (c1 + c2)`; a cast to the type an integer literal already has is dropped; `select`
-//! and `if` on a literal condition keep the taken side.
+//! and `if` on a literal condition keep the taken side; `true && x` and `x && true` become `x`.
 //!
 //! Before: `C[(0 * m + i) * k + k1]`   After: `C[i * k + k1]`
 
@@ -18,7 +18,7 @@ pub fn simplify(mut f: Func) -> Func {
     f
 }
 
-fn stmts(v: Vec<Stmt>) -> Vec<Stmt> {
+pub(crate) fn stmts(v: Vec<Stmt>) -> Vec<Stmt> {
     let mut out = Vec::new();
     for s in v {
         match s {
@@ -205,6 +205,8 @@ fn binary(op: BinOp, a: Expr, b: Expr) -> Expr {
         },
         (BinOp::And, Expr::Bool(x), Expr::Bool(y)) => return Expr::Bool(*x && *y),
         (BinOp::Or, Expr::Bool(x), Expr::Bool(y)) => return Expr::Bool(*x || *y),
+        (BinOp::And, Expr::Bool(true), _) => return b,
+        (BinOp::And, _, Expr::Bool(true)) => return a,
         (BinOp::Add, _, Int(0, t)) | (BinOp::Sub, _, Int(0, t)) | (BinOp::Mul, _, Int(1, t))
             if t.is_int() =>
         {
