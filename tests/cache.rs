@@ -306,10 +306,10 @@ fn reverse_cache_write_of_a_row_folds_the_init_of_split_features() {
         let text = ir(&p, &row_cache_trace(k, false));
         assert!(!text.contains("spmm_init"), "k = {k}:\n{text}");
         assert!(
-            text.contains("C[i, k.C_local] = C_local["),
+            text.contains("C[i, k.C_local.out] = C_local["),
             "k = {k}:\n{text}"
         );
-        assert!(!text.contains("C[i, k.C_local] + "), "k = {k}:\n{text}");
+        assert!(!text.contains("C[i, k.C_local.out] + "), "k = {k}:\n{text}");
     }
     // A feature width not specialized: the init's range is not known, nothing folds.
     let generic = vec![
@@ -318,7 +318,7 @@ fn reverse_cache_write_of_a_row_folds_the_init_of_split_features() {
     ];
     let text = ir(&p, &generic);
     assert!(
-        text.contains("spmm_init") && text.contains("C[i, k.C_local] + "),
+        text.contains("spmm_init") && text.contains("C[i, k.C_local.out] + "),
         "{text}"
     );
     assert!(ir(&p, &row_cache_trace(8, true)).contains("attr nontemporal"));

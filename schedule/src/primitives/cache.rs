@@ -83,6 +83,10 @@ impl CacheKind {
     }
 }
 
+/// The suffix of the names a cache's copy out binds after a copy in (`i.y_local` zeroes a
+/// reverse write's cache, `i.y_local.out` writes it back).
+const OUT: &str = ".out";
+
 fn bad(what: String) -> Condition {
     Condition::BadArgument { what }
 }
@@ -711,9 +715,10 @@ pub fn cache(
     let suffix = format!(".{name}");
     for s in &steps {
         if let Step::For { var, .. } = s {
-            let v = format!("{var}{suffix}");
-            if find(&f.body, &v).is_ok() {
-                return Err(bad(format!("a loop named `{v}` exists already")));
+            for v in [format!("{var}{suffix}"), format!("{var}{suffix}{OUT}")] {
+                if find(&f.body, &v).is_ok() {
+                    return Err(bad(format!("a loop named `{v}` exists already")));
+                }
             }
         }
     }
@@ -904,12 +909,24 @@ pub fn cache(
             stages.push(Stmt::Barrier);
         }
     }
+    let copies_in = stages.len() > 1;
     stages.push(consumer);
     if let Some(c) = copy_out {
         if shared {
             stages.push(Stmt::Barrier);
         }
-        stages.push(wrap_guarded(c, true));
+        let mut out = vec![wrap_guarded(c, true)];
+        // After a copy in, the copy out's loops and lets take names of their own, so that a
+        // schedule can name either.
+        if copies_in {
+            let map: Vec<(String, String)> = crate::primitives::tree::defined_vars(&out)
+                .into_iter()
+                .filter(|v| v.ends_with(&suffix))
+                .map(|v| (v.clone(), format!("{v}{OUT}")))
+                .collect();
+            out = crate::primitives::tree::rename(out, &map);
+        }
+        stages.extend(out);
     }
     if shared {
         stages.push(Stmt::Barrier);
