@@ -1559,12 +1559,45 @@ pub const SPMM_WIDE_CHUNK_ROWS: std::ops::Range<f64> = 8.0..50.0;
 /// 40.7–41.6, cit-HepPh (35 MB) 14.3 → 13.8–14.3; two threads: ct2010 10.1 → 8.6–8.7, cage11
 /// 5.82 → 5.30–5.37, email-Enron 7.58 → 5.93–5.99, soc-Slashdot0902 21.4 → 20.1–20.8,
 /// cit-HepPh 6.74 → 6.34. Below (de2010, `C` 25 MB, 2.79 → 2.71–2.80 ms at two threads; a C
-/// prototype with `C` in the last-level cache between runs) it does not pay. k = 256, one / two
+/// prototype with `C` in the last-level cache between runs) it does not pay (on AMD Zen's
+/// victim L3 it does: [`SPMM_STREAM_FAST_L3_DIVISOR`]). k = 256, one / two
 /// threads: ct2010 42.7 / 20.7 → 39.3 / 19.0, cage11 30.4 / 15.6 → 28.5 / 13.4, email-Enron
 /// 27.9 / 13.8 → 24.5 / 13.4; k = 512: ct2010 90.7 / 46.6 → 84.7 / 41.9, cage11 76.5 / 40.6 →
 /// 67.5 / 35.4. Rows of `C` shorter than [`SPMM_STREAM_MIN_ROW_BYTES`] keep the schedule
 /// without.
 pub const SPMM_STREAM_MIN_BYTES: usize = 32 << 20;
+
+/// The share of a fast L3 (`DataStats::fast_l3_bytes`: AMD Zen) from which SpMM's built-in
+/// schedule streams `C` on such a host, in place of [`SPMM_STREAM_MIN_BYTES`]: an eighth (4 MiB
+/// of the Zen 4 guest's 32). Zen's L3 is a victim cache of the L2s: rows of `C` written through
+/// the caches are evicted into it and push out the rows of `B` that later rows gather, even
+/// where `C` and `B` together fit. `lacuna bench`, k = 128, side by side in three rounds
+/// (each side's fastest), the rows accumulated in registers and streamed against the built-in
+/// schedule without, one / two threads, ms (session 35, Zen 4 guest, L3 32 MiB): vt2010 (`C`
+/// 33 MB, just below 32 MiB) 7.89 / 4.21 → 5.80 / 3.05, de2010 (25 MB) 6.12 / 3.42 → 4.39 /
+/// 2.32, cage10 (12 MB) 3.09 / 1.53 → 2.47 / 0.99, EX5 (6.7 MB) 4.07 / 1.82 → 3.56 / 1.80;
+/// at k = 256 cage10 (23 MB) 6.99 / 4.07 → 6.92 / 3.70; below the threshold even:
+/// ego-Facebook (4.1 MB) 1.84 / 1.05 → 1.82 / 0.91, citeseer_features (3.4 MB) 1.13 / 0.56 →
+/// 1.14 / 0.56. The rows accumulated in registers without the streaming stores lose or tie
+/// (de2010 6.71 / 3.52, vt2010 7.50 / 4.18, cage10 3.15 / 1.16).
+pub const SPMM_STREAM_FAST_L3_DIVISOR: usize = 8;
+
+/// Whether SpMM's built-in schedule accumulates each row of `C` (of `row_bytes`) in registers
+/// and stores it with streaming stores ([`spmm_stream_trace`]): on hosts that have them, for
+/// rows of [`SPMM_STREAM_MIN_ROW_BYTES`] or more, and `C` of [`SPMM_STREAM_MIN_BYTES`] or more
+/// — on a host with a fast L3, of that L3 over [`SPMM_STREAM_FAST_L3_DIVISOR`] or more.
+pub fn spmm_streams(data: &DataStats, row_bytes: usize) -> bool {
+    data.stream_stores
+        && row_bytes >= SPMM_STREAM_MIN_ROW_BYTES
+        && data.rows.saturating_mul(row_bytes) >= spmm_stream_min_bytes(data)
+}
+
+/// The bytes of `C` from which SpMM's built-in schedule streams it on the host of `data`
+/// ([`spmm_streams`]); `lacuna tune` offers streamed rows from there too.
+pub fn spmm_stream_min_bytes(data: &DataStats) -> usize {
+    data.fast_l3_bytes()
+        .map_or(SPMM_STREAM_MIN_BYTES, |l3| l3 / SPMM_STREAM_FAST_L3_DIVISOR)
+}
 
 /// Bytes of a row of SpMM's `C` from which the built-in schedule streams it (see
 /// [`SPMM_STREAM_MIN_BYTES`]): k = 128 in f64. At k = 64 (512-byte rows) it lost on ct2010 (`C`
@@ -1716,9 +1749,9 @@ pub fn spmm_stream_trace() -> Vec<lacuna_schedule::Instruction> {
 ///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched (not on hosts whose hardware
 ///   prefetchers cover them, `DataStats::hw_prefetches_rows`: Zen 5)
 ///   [`SPMM_PREFETCH_DISTANCE`] entries ahead. With `C` of [`SPMM_STREAM_MIN_BYTES`] or
-///   more in rows of [`SPMM_STREAM_MIN_ROW_BYTES`] or more, each row is accumulated in
-///   registers and written once with streaming stores
-///   ([`spmm_stream_trace`]). Where [`spmm_by_panels`] says so (wide
+///   more (on AMD Zen an eighth of L3) in rows of [`SPMM_STREAM_MIN_ROW_BYTES`] or more
+///   ([`spmm_streams`]), each row is accumulated in registers and written once with streaming
+///   stores ([`spmm_stream_trace`]). Where [`spmm_by_panels`] says so (wide
 ///   features, `B` beyond L2 gathered from far back, long runs per panel), `A` is stored in
 ///   column panels instead ([`spmm_panels_trace`]); otherwise, where [`spmm_by_rcm`] says so
 ///   (`B` beyond L2, far gathers that a reverse Cuthill–McKee order of the rows would save),
@@ -1845,9 +1878,7 @@ fn builtin_layout(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             let prefetch =
                 data.gathered_bytes >= SPMM_PREFETCH_MIN_BYTES && !data.hw_prefetches_rows;
             let row_bytes = k.saturating_mul(std::mem::size_of::<f64>());
-            let stream = data.stream_stores
-                && row_bytes >= SPMM_STREAM_MIN_ROW_BYTES
-                && data.rows.saturating_mul(row_bytes) >= SPMM_STREAM_MIN_BYTES;
+            let stream = spmm_streams(data, row_bytes);
             let blocks = by_blocks(data)
                 .and_then(|b| bsr_chunk(b, k, data.vector_f64s).map(|chunk| (b, chunk)));
             if let Some((b, bsr_chunk)) = blocks {

@@ -649,7 +649,8 @@ pub fn host_template_options(formats: usize) -> TemplateOptions {
         scalar_gathers: lacuna_target::host_assembles_gathers(),
         panels: driver::spmv_panel_widths(&host),
         row_panel_bytes: host.l2_bytes / 2,
-        stream_rows: lacuna_target::host_stream_bytes().map(|_| driver::SPMM_STREAM_MIN_BYTES),
+        stream_rows: lacuna_target::host_stream_bytes()
+            .map(|_| driver::spmm_stream_min_bytes(&host)),
         row_orders: true,
         ..Default::default()
     }

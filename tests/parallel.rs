@@ -1608,7 +1608,7 @@ fn builtin_spmm_stores_far_gathers_of_long_runs_in_column_panels() {
 }
 
 /// SpMM's streamed rows ([`lacuna::driver::spmm_stream_trace`]): the built-in schedule adds
-/// them for an output of `SPMM_STREAM_MIN_BYTES` or more in rows of
+/// them for an output of `SPMM_STREAM_MIN_BYTES` (an eighth of a fast L3) or more in rows of
 /// `SPMM_STREAM_MIN_ROW_BYTES` or more on hosts with streaming stores (k = 128 by 64 or 32 as
 /// vector lanes, 256; not the narrower blockings: k = 32 whole, 48 by 16 unrolled, 96).
 /// The compiled kernel gives the interpreter's `C` whether the output starts a vector (the
@@ -1617,7 +1617,8 @@ fn builtin_spmm_stores_far_gathers_of_long_runs_in_column_panels() {
 #[test]
 fn builtin_spmm_streams_large_outputs_and_keeps_results() {
     use lacuna::driver::{
-        builtin_schedule, run_kernel, DataStats, SPMM_STREAM_MIN_BYTES, SPMM_STREAM_MIN_ROW_BYTES,
+        builtin_schedule, run_kernel, spmm_stream_min_bytes, DataStats,
+        SPMM_STREAM_FAST_L3_DIVISOR, SPMM_STREAM_MIN_BYTES, SPMM_STREAM_MIN_ROW_BYTES,
     };
     use lacuna::target::{RawArray, RawBindings};
     let p = example("spmm");
@@ -1651,6 +1652,37 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
                 stream_stores,
                 ..Default::default()
             };
+            let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+            assert_eq!(streams(&s), want, "{stats:?}: {:?}", s.trace);
+        }
+        // On a host with a fast L3 (AMD Zen), from an eighth of it; with its size unknown,
+        // from SPMM_STREAM_MIN_BYTES as elsewhere.
+        let l3 = 32usize << 20;
+        let from = (l3 / SPMM_STREAM_FAST_L3_DIVISOR).div_ceil(8 * k);
+        for (rows, l3_bytes, want) in [
+            (from, l3, wide),
+            (from - 1, l3, false),
+            (from, 0, false),
+            (big, 0, wide),
+        ] {
+            let stats = DataStats {
+                nnz: rows * 10,
+                rows,
+                feat: Some(k),
+                gathered_bytes: rows * k * 8,
+                vector_masks: masks,
+                whole_width_blocks: true,
+                stream_stores: true,
+                fast_l3: true,
+                l3_bytes,
+                ..Default::default()
+            };
+            let min = if l3_bytes > 0 {
+                l3 / SPMM_STREAM_FAST_L3_DIVISOR
+            } else {
+                SPMM_STREAM_MIN_BYTES
+            };
+            assert_eq!(spmm_stream_min_bytes(&stats), min);
             let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
             assert_eq!(streams(&s), want, "{stats:?}: {:?}", s.trace);
         }

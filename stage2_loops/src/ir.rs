@@ -671,6 +671,97 @@ impl Stmt {
             Err(never) => match never {},
         }
     }
+    /// The statement with each of its own expressions (see [`Stmt::exprs`]; not those of
+    /// nested statements) replaced by `f(expr)`, in the order `exprs` lists them.
+    pub fn map_exprs(self, f: &mut dyn FnMut(Expr) -> Expr) -> Stmt {
+        match self {
+            Stmt::For {
+                var,
+                start,
+                end,
+                kind,
+                body,
+            } => {
+                let start = f(start);
+                Stmt::For {
+                    var,
+                    start,
+                    end: f(end),
+                    kind,
+                    body,
+                }
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => Stmt::If {
+                cond: f(cond),
+                then_body,
+                else_body,
+            },
+            Stmt::While { cond, body } => Stmt::While {
+                cond: f(cond),
+                body,
+            },
+            Stmt::Let { var, value } => Stmt::Let {
+                var,
+                value: f(value),
+            },
+            Stmt::Assign { var, value } => Stmt::Assign {
+                var,
+                value: f(value),
+            },
+            Stmt::Attr { key, value, body } => Stmt::Attr {
+                key,
+                value: f(value),
+                body,
+            },
+            Stmt::Decl { var, dtype, init } => Stmt::Decl {
+                var,
+                dtype,
+                init: f(init),
+            },
+            Stmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                let indices = indices.into_iter().map(&mut *f).collect();
+                Stmt::Store {
+                    buffer,
+                    indices,
+                    value: f(value),
+                }
+            }
+            Stmt::Atomic {
+                op,
+                buffer,
+                indices,
+                value,
+            } => {
+                let indices = indices.into_iter().map(&mut *f).collect();
+                Stmt::Atomic {
+                    op,
+                    buffer,
+                    indices,
+                    value: f(value),
+                }
+            }
+            Stmt::Alloc {
+                buffer,
+                dtype,
+                extent,
+                scope,
+            } => Stmt::Alloc {
+                buffer,
+                dtype,
+                extent: f(extent),
+                scope,
+            },
+            leaf @ (Stmt::Barrier | Stmt::Block { .. }) => leaf,
+        }
+    }
     /// The expressions of this statement itself (not of nested statements).
     pub fn exprs(&self) -> Vec<&Expr> {
         match self {

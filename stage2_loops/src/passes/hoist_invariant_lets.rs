@@ -31,7 +31,8 @@ pub fn hoist_invariant_lets(mut f: Func) -> Func {
     f
 }
 
-fn count_bindings(stmts: &[Stmt], out: &mut std::collections::BTreeMap<String, usize>) {
+/// Counts how often each variable is bound (loops, lets, declarations) in `stmts`.
+pub(crate) fn count_bindings(stmts: &[Stmt], out: &mut std::collections::BTreeMap<String, usize>) {
     for s in stmts {
         match s {
             Stmt::For { var, body, .. } => {

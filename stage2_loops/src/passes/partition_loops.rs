@@ -152,7 +152,8 @@ fn partition(s: Stmt, parts: Parts) -> Vec<Stmt> {
     ]
 }
 
-fn writes(list: &[Stmt], out: &mut BTreeSet<String>) {
+/// Adds the buffers `list` writes (stores, atomics, allocations) and the variables it assigns.
+pub(crate) fn writes(list: &[Stmt], out: &mut BTreeSet<String>) {
     for s in list {
         match s {
             Stmt::Store { buffer, .. }
@@ -172,7 +173,7 @@ fn writes(list: &[Stmt], out: &mut BTreeSet<String>) {
 }
 
 /// True when `e` loads one of `buffers` or reads one of them as a variable (an assigned one).
-fn loads_any(e: &Expr, buffers: &BTreeSet<String>) -> bool {
+pub(crate) fn loads_any(e: &Expr, buffers: &BTreeSet<String>) -> bool {
     match e {
         Expr::Load { buffer, .. } | Expr::Search { buffer, .. } | Expr::Segment { buffer, .. }
             if buffers.contains(buffer) =>

@@ -36,6 +36,8 @@
 //! barrier must not diverge).
 
 use crate::ir::{Expr, ForKind, Func, Stmt};
+use crate::passes::hoist_invariant_lets::count_bindings;
+use crate::passes::partition_loops::{loads_any, writes};
 use crate::passes::simplify;
 use lacuna_ir::DType;
 use lacuna_stage1::BinOp;
@@ -144,6 +146,10 @@ struct Extremes {
     end: Expr,
     lo: String,
     hi: String,
+    /// The variables the computation binds: the index, the running least and greatest.
+    at: String,
+    lo_acc: String,
+    hi_acc: String,
 }
 
 struct Analysis<'a> {
@@ -436,8 +442,9 @@ impl Analysis<'_> {
         let i = match known {
             Some(i) => i,
             None => {
-                let lo = self.cx.fresh(&format!("{buffer}.lo"));
-                let hi = self.cx.fresh(&format!("{buffer}.hi"));
+                let mut fresh = |what: &str| self.cx.fresh(&format!("{buffer}.{what}"));
+                let (lo, hi) = (fresh("lo"), fresh("hi"));
+                let (at, lo_acc, hi_acc) = (fresh("at"), fresh("lo.acc"), fresh("hi.acc"));
                 self.extremes.push(Extremes {
                     buffer: buffer.to_string(),
                     dtype,
@@ -445,6 +452,9 @@ impl Analysis<'_> {
                     end,
                     lo,
                     hi,
+                    at,
+                    lo_acc,
+                    hi_acc,
                 });
                 self.extremes.len() - 1
             }
@@ -460,15 +470,28 @@ impl Analysis<'_> {
 /// The statements computing a buffer's extremes over a range: both 0 when it is empty (the
 /// loop that loads it then runs no iteration, and the guards it bounds are never evaluated).
 fn extremes_stmts(x: Extremes) -> Vec<Stmt> {
-    let t = format!("{}.at", x.lo);
-    let load = |at: Expr| Expr::load_i64(&x.buffer, at, x.dtype);
+    let Extremes {
+        buffer,
+        dtype,
+        start,
+        end,
+        lo,
+        hi,
+        at,
+        lo_acc,
+        hi_acc,
+    } = x;
+    let load = |i: Expr| Expr::load_i64(&buffer, i, dtype);
     let first = Expr::Select(
-        Box::new(Expr::bin(BinOp::Lt, x.start.clone(), x.end.clone())),
-        Box::new(load(x.start.clone())),
+        Box::new(Expr::bin(BinOp::Lt, start.clone(), end.clone())),
+        Box::new(load(start.clone())),
         Box::new(Expr::i64(0)),
     );
-    let lo_acc = format!("{}.acc", x.lo);
-    let hi_acc = format!("{}.acc", x.hi);
+    let step = |acc: &str, op| Stmt::Assign {
+        var: acc.to_string(),
+        value: Expr::bin(op, Expr::var(acc), load(Expr::var(&at))),
+    };
+    let body = vec![step(&lo_acc, BinOp::Min), step(&hi_acc, BinOp::Max)];
     vec![
         Stmt::Decl {
             var: lo_acc.clone(),
@@ -481,27 +504,18 @@ fn extremes_stmts(x: Extremes) -> Vec<Stmt> {
             init: first,
         },
         Stmt::For {
-            var: t.clone(),
-            start: simplify::expr(Expr::add(x.start, Expr::i64(1))),
-            end: x.end,
+            var: at.clone(),
+            start: simplify::expr(Expr::add(start, Expr::i64(1))),
+            end,
             kind: ForKind::Serial,
-            body: vec![
-                Stmt::Assign {
-                    var: lo_acc.clone(),
-                    value: Expr::bin(BinOp::Min, Expr::var(&lo_acc), load(Expr::var(&t))),
-                },
-                Stmt::Assign {
-                    var: hi_acc.clone(),
-                    value: Expr::bin(BinOp::Max, Expr::var(&hi_acc), load(Expr::var(&t))),
-                },
-            ],
+            body,
         },
         Stmt::Let {
-            var: x.lo,
+            var: lo,
             value: Expr::var(&lo_acc),
         },
         Stmt::Let {
-            var: x.hi,
+            var: hi,
             value: Expr::var(&hi_acc),
         },
     ]
@@ -604,86 +618,8 @@ fn collect_guards(s: &Stmt, out: &mut Vec<Expr>) {
 }
 
 fn assume_stmt(s: Stmt, assumed: &[Expr]) -> Stmt {
-    let e = |x: Expr| assume(x, assumed);
-    let s = match s {
-        Stmt::For {
-            var,
-            start,
-            end,
-            kind,
-            body,
-        } => Stmt::For {
-            var,
-            start: e(start),
-            end: e(end),
-            kind,
-            body,
-        },
-        Stmt::If {
-            cond,
-            then_body,
-            else_body,
-        } => Stmt::If {
-            cond: e(cond),
-            then_body,
-            else_body,
-        },
-        Stmt::Let { var, value } => Stmt::Let {
-            var,
-            value: e(value),
-        },
-        Stmt::Decl { var, dtype, init } => Stmt::Decl {
-            var,
-            dtype,
-            init: e(init),
-        },
-        Stmt::Assign { var, value } => Stmt::Assign {
-            var,
-            value: e(value),
-        },
-        Stmt::While { cond, body } => Stmt::While {
-            cond: e(cond),
-            body,
-        },
-        Stmt::Store {
-            buffer,
-            indices,
-            value,
-        } => Stmt::Store {
-            buffer,
-            indices: indices.into_iter().map(e).collect(),
-            value: e(value),
-        },
-        Stmt::Atomic {
-            op,
-            buffer,
-            indices,
-            value,
-        } => Stmt::Atomic {
-            op,
-            buffer,
-            indices: indices.into_iter().map(e).collect(),
-            value: e(value),
-        },
-        Stmt::Alloc {
-            buffer,
-            dtype,
-            extent,
-            scope,
-        } => Stmt::Alloc {
-            buffer,
-            dtype,
-            extent: e(extent),
-            scope,
-        },
-        Stmt::Attr { key, value, body } => Stmt::Attr {
-            key,
-            value: e(value),
-            body,
-        },
-        other @ (Stmt::Barrier | Stmt::Block { .. }) => other,
-    };
-    s.map_bodies(&mut |b| b.into_iter().map(|s| assume_stmt(s, assumed)).collect())
+    s.map_exprs(&mut |e| assume(e, assumed))
+        .map_bodies(&mut |b| b.into_iter().map(|s| assume_stmt(s, assumed)).collect())
 }
 
 /// `e` with every assumed guard replaced by `true`.
@@ -717,138 +653,19 @@ fn rename_expr(e: Expr, map: &BTreeMap<String, String>) -> Expr {
 }
 
 fn rename_stmt(s: Stmt, map: &BTreeMap<String, String>) -> Stmt {
-    let e = |x: Expr| rename_expr(x, map);
-    let name = |v: String| map.get(&v).cloned().unwrap_or(v);
-    let s = match s {
-        Stmt::For {
-            var,
-            start,
-            end,
-            kind,
-            body,
-        } => Stmt::For {
-            var: name(var),
-            start: e(start),
-            end: e(end),
-            kind,
-            body,
-        },
-        Stmt::If {
-            cond,
-            then_body,
-            else_body,
-        } => Stmt::If {
-            cond: e(cond),
-            then_body,
-            else_body,
-        },
-        Stmt::Let { var, value } => Stmt::Let {
-            var: name(var),
-            value: e(value),
-        },
-        Stmt::Decl { var, dtype, init } => Stmt::Decl {
-            var: name(var),
-            dtype,
-            init: e(init),
-        },
-        Stmt::Assign { var, value } => Stmt::Assign {
-            var: name(var),
-            value: e(value),
-        },
-        Stmt::While { cond, body } => Stmt::While {
-            cond: e(cond),
-            body,
-        },
-        Stmt::Store {
-            buffer,
-            indices,
-            value,
-        } => Stmt::Store {
-            buffer,
-            indices: indices.into_iter().map(e).collect(),
-            value: e(value),
-        },
-        Stmt::Atomic {
-            op,
-            buffer,
-            indices,
-            value,
-        } => Stmt::Atomic {
-            op,
-            buffer,
-            indices: indices.into_iter().map(e).collect(),
-            value: e(value),
-        },
-        Stmt::Alloc {
-            buffer,
-            dtype,
-            extent,
-            scope,
-        } => Stmt::Alloc {
-            buffer,
-            dtype,
-            extent: e(extent),
-            scope,
-        },
-        Stmt::Attr { key, value, body } => Stmt::Attr {
-            key,
-            value: e(value),
-            body,
-        },
-        Stmt::Block {
-            name: block,
-            iters,
-            init,
-            body,
-        } => Stmt::Block {
-            name: block,
-            iters: iters
-                .into_iter()
-                .map(|mut it| {
-                    it.var = name(it.var);
-                    it
-                })
-                .collect(),
-            init,
-            body,
-        },
-        Stmt::Barrier => Stmt::Barrier,
+    let name = |v: &mut String| {
+        if let Some(new) = map.get(v.as_str()) {
+            *v = new.clone();
+        }
     };
+    let mut s = s.map_exprs(&mut |e| rename_expr(e, map));
+    match &mut s {
+        Stmt::For { var, .. }
+        | Stmt::Let { var, .. }
+        | Stmt::Decl { var, .. }
+        | Stmt::Assign { var, .. } => name(var),
+        Stmt::Block { iters, .. } => iters.iter_mut().for_each(|it| name(&mut it.var)),
+        _ => {}
+    }
     s.map_bodies(&mut |b| b.into_iter().map(|s| rename_stmt(s, map)).collect())
-}
-
-fn count_bindings(stmts: &[Stmt], out: &mut BTreeMap<String, usize>) {
-    for s in stmts {
-        if let Stmt::For { var, .. } | Stmt::Let { var, .. } | Stmt::Decl { var, .. } = s {
-            *out.entry(var.clone()).or_default() += 1;
-        }
-        for b in s.bodies() {
-            count_bindings(b, out);
-        }
-    }
-}
-
-fn writes(list: &[Stmt], out: &mut BTreeSet<String>) {
-    for s in list {
-        if let Stmt::Store { buffer, .. }
-        | Stmt::Atomic { buffer, .. }
-        | Stmt::Alloc { buffer, .. } = s
-        {
-            out.insert(buffer.clone());
-        }
-        for b in s.bodies() {
-            writes(b, out);
-        }
-    }
-}
-
-fn loads_any(e: &Expr, buffers: &BTreeSet<String>) -> bool {
-    match e {
-        Expr::Load { buffer, .. } | Expr::Search { buffer, .. } | Expr::Segment { buffer, .. }
-            if buffers.contains(buffer) =>
-        {
-            true
-        }
-        _ => e.children().into_iter().any(|c| loads_any(c, buffers)),
-    }
 }
