@@ -22,19 +22,6 @@ pub(crate) fn stmts(v: Vec<Stmt>) -> Vec<Stmt> {
     let mut out = Vec::new();
     for s in v {
         match s {
-            Stmt::For {
-                var,
-                start,
-                end,
-                kind,
-                body,
-            } => out.push(Stmt::For {
-                var,
-                start: expr(start),
-                end: expr(end),
-                kind,
-                body: stmts(body),
-            }),
             Stmt::If {
                 cond,
                 then_body,
@@ -48,19 +35,6 @@ pub(crate) fn stmts(v: Vec<Stmt>) -> Vec<Stmt> {
                     else_body: stmts(else_body),
                 }),
             },
-            Stmt::Let { var, value } => out.push(Stmt::Let {
-                var,
-                value: expr(value),
-            }),
-            Stmt::Decl { var, dtype, init } => out.push(Stmt::Decl {
-                var,
-                dtype,
-                init: expr(init),
-            }),
-            Stmt::Assign { var, value } => out.push(Stmt::Assign {
-                var,
-                value: expr(value),
-            }),
             Stmt::While { cond, body } => match expr(cond) {
                 Expr::Bool(false) => {}
                 cond => out.push(Stmt::While {
@@ -68,54 +42,7 @@ pub(crate) fn stmts(v: Vec<Stmt>) -> Vec<Stmt> {
                     body: stmts(body),
                 }),
             },
-            Stmt::Store {
-                buffer,
-                indices,
-                value,
-            } => out.push(Stmt::Store {
-                buffer,
-                indices: indices.into_iter().map(expr).collect(),
-                value: expr(value),
-            }),
-            Stmt::Block {
-                name,
-                iters,
-                init,
-                body,
-            } => out.push(Stmt::Block {
-                name,
-                iters,
-                init: stmts(init),
-                body: stmts(body),
-            }),
-            Stmt::Alloc {
-                buffer,
-                dtype,
-                extent,
-                scope,
-            } => out.push(Stmt::Alloc {
-                buffer,
-                dtype,
-                extent: expr(extent),
-                scope,
-            }),
-            Stmt::Barrier => out.push(Stmt::Barrier),
-            Stmt::Atomic {
-                op,
-                buffer,
-                indices,
-                value,
-            } => out.push(Stmt::Atomic {
-                op,
-                buffer,
-                indices: indices.into_iter().map(expr).collect(),
-                value: expr(value),
-            }),
-            Stmt::Attr { key, value, body } => out.push(Stmt::Attr {
-                key,
-                value: expr(value),
-                body: stmts(body),
-            }),
+            other => out.push(other.map_exprs(&mut expr).map_bodies(&mut stmts)),
         }
     }
     out
