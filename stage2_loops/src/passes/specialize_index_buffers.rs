@@ -33,6 +33,7 @@ fn map_stmts(stmts: Vec<Stmt>, loops: &mut Vec<(String, Expr)>, f: Rewrite<'_>) 
     for s in stmts {
         let ex = |e: Expr, loops: &[(String, Expr)]| map_expr(e, &|x| f(x, loops));
         out.push(match s {
+            // The loop's own start, not its rewrite, is what loads inside it are matched to.
             Stmt::For {
                 var,
                 start,
@@ -52,80 +53,9 @@ fn map_stmts(stmts: Vec<Stmt>, loops: &mut Vec<(String, Expr)>, f: Rewrite<'_>) 
                     body,
                 }
             }
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => Stmt::If {
-                cond: ex(cond, loops),
-                then_body: map_stmts(then_body, loops, f),
-                else_body: map_stmts(else_body, loops, f),
-            },
-            Stmt::Let { var, value } => Stmt::Let {
-                var,
-                value: ex(value, loops),
-            },
-            Stmt::Decl { var, dtype, init } => Stmt::Decl {
-                var,
-                dtype,
-                init: ex(init, loops),
-            },
-            Stmt::Assign { var, value } => Stmt::Assign {
-                var,
-                value: ex(value, loops),
-            },
-            Stmt::While { cond, body } => Stmt::While {
-                cond: ex(cond, loops),
-                body: map_stmts(body, loops, f),
-            },
-            Stmt::Store {
-                buffer,
-                indices,
-                value,
-            } => Stmt::Store {
-                buffer,
-                indices: indices.into_iter().map(|i| ex(i, loops)).collect(),
-                value: ex(value, loops),
-            },
-            Stmt::Block {
-                name,
-                iters,
-                init,
-                body,
-            } => Stmt::Block {
-                name,
-                iters,
-                init: map_stmts(init, loops, f),
-                body: map_stmts(body, loops, f),
-            },
-            Stmt::Alloc {
-                buffer,
-                dtype,
-                extent,
-                scope,
-            } => Stmt::Alloc {
-                buffer,
-                dtype,
-                extent: ex(extent, loops),
-                scope,
-            },
-            Stmt::Barrier => Stmt::Barrier,
-            Stmt::Atomic {
-                op,
-                buffer,
-                indices,
-                value,
-            } => Stmt::Atomic {
-                op,
-                buffer,
-                indices: indices.into_iter().map(|i| ex(i, loops)).collect(),
-                value: ex(value, loops),
-            },
-            Stmt::Attr { key, value, body } => Stmt::Attr {
-                key,
-                value: ex(value, loops),
-                body: map_stmts(body, loops, f),
-            },
+            other => other
+                .map_exprs(&mut |e| ex(e, loops))
+                .map_bodies(&mut |b| map_stmts(b, loops, f)),
         });
     }
     out
