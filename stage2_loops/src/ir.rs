@@ -796,6 +796,40 @@ impl Stmt {
     }
 }
 
+/// `stmts` with variable names replaced everywhere — reads and coordinates, loop, `let`,
+/// declared and assigned variables, block iterators — by `name(v)` where it gives one.
+pub fn rename_vars(stmts: Vec<Stmt>, name: &dyn Fn(&str) -> Option<String>) -> Vec<Stmt> {
+    let rename = |v: &mut String| {
+        if let Some(new) = name(v) {
+            *v = new;
+        }
+    };
+    stmts
+        .into_iter()
+        .map(|s| {
+            let mut s = s.map_exprs(&mut |e| rename_vars_expr(e, name));
+            match &mut s {
+                Stmt::For { var, .. }
+                | Stmt::Let { var, .. }
+                | Stmt::Decl { var, .. }
+                | Stmt::Assign { var, .. } => rename(var),
+                Stmt::Block { iters, .. } => iters.iter_mut().for_each(|it| rename(&mut it.var)),
+                _ => {}
+            }
+            s.map_bodies(&mut |b| rename_vars(b, name))
+        })
+        .collect()
+}
+
+/// `e` with variable names replaced as [`rename_vars`] does.
+pub fn rename_vars_expr(e: Expr, name: &dyn Fn(&str) -> Option<String>) -> Expr {
+    match e {
+        Expr::Var(v) => Expr::Var(name(&v).unwrap_or(v)),
+        Expr::Coord(v) => Expr::Coord(name(&v).unwrap_or(v)),
+        other => other.map_children(&mut |c| rename_vars_expr(c, name)),
+    }
+}
+
 /// Every variable a statement list binds (loops, lets, declarations), at any depth.
 pub fn bound_vars(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
     for s in stmts {

@@ -153,131 +153,16 @@ pub fn along<'a>(stmts: &'a [Stmt], path: &[(usize, Slot)]) -> Vec<&'a Stmt> {
 /// Replaces variable names everywhere in `stmts` (reads, loop and `let` variables, block
 /// iterators) by `map`.
 pub fn rename(stmts: Vec<Stmt>, map: &[(String, String)]) -> Vec<Stmt> {
-    let name = |v: String| {
-        map.iter()
-            .find(|(a, _)| *a == v)
-            .map_or(v, |(_, b)| b.clone())
-    };
-    use rename_in as expr;
-    fn go(stmts: Vec<Stmt>, name: &dyn Fn(String) -> String) -> Vec<Stmt> {
-        stmts
-            .into_iter()
-            .map(|s| match s {
-                Stmt::For {
-                    var,
-                    start,
-                    end,
-                    kind,
-                    body,
-                } => Stmt::For {
-                    var: name(var),
-                    start: expr(start, name),
-                    end: expr(end, name),
-                    kind,
-                    body: go(body, name),
-                },
-                Stmt::If {
-                    cond,
-                    then_body,
-                    else_body,
-                } => Stmt::If {
-                    cond: expr(cond, name),
-                    then_body: go(then_body, name),
-                    else_body: go(else_body, name),
-                },
-                Stmt::Let { var, value } => Stmt::Let {
-                    var: name(var),
-                    value: expr(value, name),
-                },
-                Stmt::Decl { var, dtype, init } => Stmt::Decl {
-                    var: name(var),
-                    dtype,
-                    init: expr(init, name),
-                },
-                Stmt::Assign { var, value } => Stmt::Assign {
-                    var: name(var),
-                    value: expr(value, name),
-                },
-                Stmt::While { cond, body } => Stmt::While {
-                    cond: expr(cond, name),
-                    body: go(body, name),
-                },
-                Stmt::Store {
-                    buffer,
-                    indices,
-                    value,
-                } => Stmt::Store {
-                    buffer,
-                    indices: indices.into_iter().map(|i| expr(i, name)).collect(),
-                    value: expr(value, name),
-                },
-                Stmt::Block {
-                    name: block,
-                    iters,
-                    init,
-                    body,
-                } => Stmt::Block {
-                    name: block,
-                    iters: iters
-                        .into_iter()
-                        .map(|mut it| {
-                            it.var = name(it.var);
-                            it
-                        })
-                        .collect(),
-                    init: go(init, name),
-                    body: go(body, name),
-                },
-                Stmt::Alloc {
-                    buffer,
-                    dtype,
-                    extent,
-                    scope,
-                } => Stmt::Alloc {
-                    buffer,
-                    dtype,
-                    extent: expr(extent, name),
-                    scope,
-                },
-                Stmt::Barrier => Stmt::Barrier,
-                Stmt::Atomic {
-                    op,
-                    buffer,
-                    indices,
-                    value,
-                } => Stmt::Atomic {
-                    op,
-                    buffer,
-                    indices: indices.into_iter().map(|i| expr(i, name)).collect(),
-                    value: expr(value, name),
-                },
-                Stmt::Attr { key, value, body } => Stmt::Attr {
-                    key,
-                    value: expr(value, name),
-                    body: go(body, name),
-                },
-            })
-            .collect()
-    }
-    go(stmts, &name)
+    lacuna_stage2::ir::rename_vars(stmts, &|v| lookup(map, v))
 }
 
 /// Replaces variable names in an expression (see [`rename`]).
 pub fn rename_expr(e: Expr, map: &[(String, String)]) -> Expr {
-    let name = |v: String| {
-        map.iter()
-            .find(|(a, _)| *a == v)
-            .map_or(v, |(_, b)| b.clone())
-    };
-    rename_in(e, &name)
+    lacuna_stage2::ir::rename_vars_expr(e, &|v| lookup(map, v))
 }
 
-fn rename_in(e: Expr, name: &dyn Fn(String) -> String) -> Expr {
-    match e {
-        Expr::Var(v) => Expr::Var(name(v)),
-        Expr::Coord(v) => Expr::Coord(name(v)),
-        other => other.map_children(&mut |c| rename_in(c, name)),
-    }
+fn lookup(map: &[(String, String)], v: &str) -> Option<String> {
+    map.iter().find(|(a, _)| a == v).map(|(_, b)| b.clone())
 }
 
 /// Variables a statement list defines (loop, `let` and declared variables), at any depth.

@@ -642,30 +642,5 @@ fn rename(body: Vec<Stmt>, cx: &mut Cx) -> Vec<Stmt> {
             (v, new)
         })
         .collect();
-    body.into_iter().map(|s| rename_stmt(s, &map)).collect()
-}
-
-fn rename_expr(e: Expr, map: &BTreeMap<String, String>) -> Expr {
-    match e {
-        Expr::Var(v) => Expr::Var(map.get(&v).cloned().unwrap_or(v)),
-        other => other.map_children(&mut |c| rename_expr(c, map)),
-    }
-}
-
-fn rename_stmt(s: Stmt, map: &BTreeMap<String, String>) -> Stmt {
-    let name = |v: &mut String| {
-        if let Some(new) = map.get(v.as_str()) {
-            *v = new.clone();
-        }
-    };
-    let mut s = s.map_exprs(&mut |e| rename_expr(e, map));
-    match &mut s {
-        Stmt::For { var, .. }
-        | Stmt::Let { var, .. }
-        | Stmt::Decl { var, .. }
-        | Stmt::Assign { var, .. } => name(var),
-        Stmt::Block { iters, .. } => iters.iter_mut().for_each(|it| name(&mut it.var)),
-        _ => {}
-    }
-    s.map_bodies(&mut |b| b.into_iter().map(|s| rename_stmt(s, map)).collect())
+    crate::ir::rename_vars(body, &|v| map.get(v).cloned())
 }
