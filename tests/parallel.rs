@@ -1637,21 +1637,23 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
     ] {
         let big = SPMM_STREAM_MIN_BYTES / (8 * k) + 1;
         let wide = 8 * k >= SPMM_STREAM_MIN_ROW_BYTES;
+        // `rows` rows of k features on a host with or without streaming stores.
+        let shape = |rows: usize, stream_stores| DataStats {
+            nnz: rows * 10,
+            rows,
+            feat: Some(k),
+            gathered_bytes: rows * k * 8,
+            vector_masks: masks,
+            whole_width_blocks: true,
+            stream_stores,
+            ..Default::default()
+        };
         for (rows, stream_stores, want) in [
             (big, true, wide),
             (big - 2, true, false),
             (big, false, false),
         ] {
-            let stats = DataStats {
-                nnz: rows * 10,
-                rows,
-                feat: Some(k),
-                gathered_bytes: rows * k * 8,
-                vector_masks: masks,
-                whole_width_blocks: true,
-                stream_stores,
-                ..Default::default()
-            };
+            let stats = shape(rows, stream_stores);
             let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
             assert_eq!(streams(&s), want, "{stats:?}: {:?}", s.trace);
         }
@@ -1666,16 +1668,9 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
             (big, 0, wide),
         ] {
             let stats = DataStats {
-                nnz: rows * 10,
-                rows,
-                feat: Some(k),
-                gathered_bytes: rows * k * 8,
-                vector_masks: masks,
-                whole_width_blocks: true,
-                stream_stores: true,
                 fast_l3: true,
                 l3_bytes,
-                ..Default::default()
+                ..shape(rows, true)
             };
             let min = if l3_bytes > 0 {
                 l3 / SPMM_STREAM_FAST_L3_DIVISOR

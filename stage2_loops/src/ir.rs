@@ -786,6 +786,19 @@ impl Stmt {
                 .iter()
                 .any(|b| b.iter().any(Stmt::has_barrier))
     }
+    /// True when the statement is or contains a loop bound to a GPU grid or block dimension.
+    pub fn has_bound_loop(&self) -> bool {
+        matches!(
+            self,
+            Stmt::For {
+                kind: ForKind::Bound(_),
+                ..
+            }
+        ) || self
+            .bodies()
+            .iter()
+            .any(|b| b.iter().any(Stmt::has_bound_loop))
+    }
     /// True when the statement contains a warp shuffle, at any depth.
     pub fn has_shuffle(&self) -> bool {
         self.exprs().iter().any(|e| e.has_shuffle())

@@ -903,13 +903,13 @@ pub fn cache(
         extent,
         scope,
     }];
+    let copies_in = copy_in.is_some();
     if let Some(c) = copy_in {
         stages.push(wrap_guarded(c, kind != CacheKind::ReverseWrite));
         if shared {
             stages.push(Stmt::Barrier);
         }
     }
-    let copies_in = stages.len() > 1;
     stages.push(consumer);
     if let Some(c) = copy_out {
         if shared {
@@ -1388,7 +1388,7 @@ pub fn set_scope(mut f: Func, buffer: &str, scope: &str) -> Result<Func, Conditi
         &mut allocs,
         &mut inner,
     );
-    let gpu = has_bound(&f.body);
+    let gpu = f.body.iter().any(Stmt::has_bound_loop);
     match to {
         MemScope::Shared => {
             if !gpu {
@@ -1449,16 +1449,4 @@ pub fn set_scope(mut f: Func, buffer: &str, scope: &str) -> Result<Func, Conditi
         }
     }
     Ok(f)
-}
-
-fn has_bound(stmts: &[Stmt]) -> bool {
-    stmts.iter().any(|s| {
-        matches!(
-            s,
-            Stmt::For {
-                kind: ForKind::Bound(_),
-                ..
-            }
-        ) || s.bodies().iter().any(|b| has_bound(b))
-    })
 }

@@ -172,17 +172,18 @@ struct Analysis<'a> {
 fn version(var: &str, body: &[Stmt], cx: &mut Cx) -> Option<(Vec<Stmt>, Vec<Stmt>)> {
     if body
         .iter()
-        .any(|s| s.has_barrier() || s.has_shuffle() || has_bound_loop(s))
+        .any(|s| s.has_barrier() || s.has_shuffle() || s.has_bound_loop())
     {
         return None;
     }
     let mut inner = BTreeMap::new();
     bindings(body, &mut inner);
     // Every binding of a name bound in the body is in the body (and alike, see `bindings`): a
-    // guard means one thing wherever it appears.
+    // guard means one thing wherever it appears. (The loop's own variable, bound outside the
+    // body, is then bound nowhere in it.)
     let mut here = BTreeMap::new();
     count_bindings(body, &mut here);
-    if here.iter().any(|(v, n)| cx.counts.get(v) != Some(n)) || inner.contains_key(var) {
+    if here.iter().any(|(v, n)| cx.counts.get(v) != Some(n)) {
         return None;
     }
     let mut guards = Vec::new();
@@ -247,6 +248,16 @@ fn version(var: &str, body: &[Stmt], cx: &mut Cx) -> Option<(Vec<Stmt>, Vec<Stmt
     let Analysis {
         assumed, extremes, ..
     } = a;
+    // Only the extremes a check reads are computed (an interval may have failed after its
+    // load's extremes were named).
+    let extremes: Vec<Extremes> = extremes
+        .into_iter()
+        .filter(|x| {
+            checks
+                .iter()
+                .any(|c| c.reads_var(&|v| v == x.lo || v == x.hi))
+        })
+        .collect();
     // Scratch allocations at the top of the body stay shared by both copies.
     let split = body
         .iter()
@@ -521,16 +532,6 @@ fn extremes_stmts(x: Extremes) -> Vec<Stmt> {
     ]
 }
 
-fn has_bound_loop(s: &Stmt) -> bool {
-    matches!(
-        s,
-        Stmt::For {
-            kind: ForKind::Bound(_),
-            ..
-        }
-    ) || s.bodies().iter().any(|b| b.iter().any(has_bound_loop))
-}
-
 fn bindings<'b>(body: &'b [Stmt], out: &mut BTreeMap<&'b str, Binding<'b>>) {
     for s in body {
         let binding = match s {
@@ -638,7 +639,6 @@ fn rename(body: Vec<Stmt>, cx: &mut Cx) -> Vec<Stmt> {
         .into_iter()
         .map(|v| {
             let new = cx.fresh(&format!("{v}.in"));
-            cx.counts.insert(new.clone(), 1);
             (v, new)
         })
         .collect();
