@@ -295,7 +295,7 @@ fn sell_groups_sorted_rows_into_lane_major_steps() {
 }
 
 /// DIA: the distinct diagonals in increasing order; every matrix row in blocks of `lanes`, each
-/// block one run of `lanes` slots per diagonal; padding (no entry on that diagonal, a column
+/// diagonal one run of `lanes` slots per block (diagonal-major); padding (no entry on that diagonal, a column
 /// outside the matrix, a row past the last) masked out with value 0.
 #[test]
 fn dia_stores_rows_in_blocks_by_diagonal() {
@@ -326,14 +326,14 @@ fn dia_stores_rows_in_blocks_by_diagonal() {
     };
     assert_eq!(s.offsets, vec![-1, 0, 2]);
     assert_eq!((s.lanes, s.n_rows, s.blocks()), (2, 5, 3));
-    // Block b, diagonal k, lane l at (b * 3 + k) * 2 + l.
+    // Diagonal k, block b, lane l at (k * 3 + b) * 2 + l (diagonal-major).
     #[rustfmt::skip]
     assert_eq!(
         s.values,
         vec![
-            0.0, 3.0, /* -1 */ 1.0, 4.0, /* 0 */ 2.0, 5.0, // rows 0, 1
-            0.0, 0.0, /* -1 */ 6.0, 0.0, /* 0 */ 0.0, 0.0, // rows 2, 3
-            7.0, 0.0, /* -1 */ 8.0, 0.0, /* 0 */ 0.0, 0.0, // row 4, past the last
+            0.0, 3.0, /* rows 2, 3 */ 0.0, 0.0, /* row 4, past the last */ 7.0, 0.0, // -1
+            1.0, 4.0, /* rows 2, 3 */ 6.0, 0.0, /* row 4, past the last */ 8.0, 0.0, // 0
+            2.0, 5.0, /* rows 2, 3 */ 0.0, 0.0, /* row 4, past the last */ 0.0, 0.0, // 2
         ]
     );
     assert_eq!(
@@ -341,7 +341,10 @@ fn dia_stores_rows_in_blocks_by_diagonal() {
         m.nnz(),
         "one slot per entry"
     );
-    assert_eq!((s.position(12), s.position(13)), ((4, 3), (5, 4)));
+    assert_eq!(
+        (s.position(4), s.position(5), s.position(13)),
+        ((4, 3), (5, 4), (1, 3))
+    );
     // Fewer diagonals than the part may hold; the cost counts slots, not entries.
     let stats = MatrixStats::of(&m).unwrap();
     assert_eq!(stats.diagonals, 3);

@@ -661,12 +661,11 @@ fn dia(
         offsets,
     };
     let mut sources = vec![-1; slots];
-    let n_diagonals = storage.offsets.len();
     for (row, positions) in context {
         let (b, l) = (row / lanes, row % lanes);
         for k in positions.iter() {
             let d = index[csr.indices[k] + shift - row];
-            let slot = (b * n_diagonals + d) * lanes + l;
+            let slot = (d * blocks + b) * lanes + l;
             if copy {
                 storage.values[slot] = csr.values[k];
             }

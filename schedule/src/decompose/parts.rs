@@ -114,10 +114,10 @@ impl SellStorage {
     }
 }
 
-/// DIA storage, blocked by rows: `offsets` are the part's diagonals (`column - row`) in
-/// increasing order; block `b` of `lanes` rows holds, for each diagonal `k`, the slots
-/// `(b * offsets.len() + k) * lanes + l`, one per lane `l`, for row `b * lanes + l` and column
-/// `row + offsets[k]`. Padding slots (no entry there, a column outside the matrix, a row past
+/// DIA storage, diagonal-major, blocked by rows: `offsets` are the part's diagonals
+/// (`column - row`) in increasing order; diagonal `k` holds, for each block `b` of `lanes`
+/// rows, the slots `(k * blocks + b) * lanes + l`, one per lane `l`, for row `b * lanes + l`
+/// and column `row + offsets[k]`. Padding slots (no entry there, a column outside the matrix, a row past
 /// the last) have `mask == false` and value 0.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DiaStorage {
@@ -142,9 +142,8 @@ impl DiaStorage {
     /// The row and column of slot `slot` (the column may lie outside the matrix for padding).
     pub fn position(&self, slot: usize) -> (usize, i64) {
         let lanes = self.lanes.max(1);
-        let d = self.offsets.len().max(1);
-        let (b, l) = (slot / lanes / d, slot % lanes);
-        let k = slot / lanes % d;
+        let per_diagonal = (self.blocks() * lanes).max(1);
+        let (k, b, l) = (slot / per_diagonal, slot % per_diagonal / lanes, slot % lanes);
         let row = b * lanes + l;
         let off = self.offsets.get(k).copied().unwrap_or(0);
         (row, row as i64 + off)

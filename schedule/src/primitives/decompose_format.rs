@@ -397,9 +397,11 @@ pub fn decompose_format(
                     true,
                 );
                 let offsets = input_buffer(format!("{pn}.off"), vec![q.name.clone()], DType::I64);
+                // Diagonal-major (see `Layout::Dia`): the values' axes are (q, g, l) while
+                // the iteration nests g, q, l.
                 let vals = input_buffer(
                     pn.clone(),
-                    vec![g.name.clone(), q.name.clone(), l.name.clone()],
+                    vec![q.name.clone(), g.name.clone(), l.name.clone()],
                     DType::F64,
                 );
                 (vec![g, q, l], vec![offsets, vals])
@@ -631,7 +633,11 @@ fn rewrite(
                     )
                 }
             };
-            let direct: Vec<Expr> = new_vars.iter().map(|v| Expr::Var(v.clone())).collect();
+            let mut direct: Vec<Expr> = new_vars.iter().map(|v| Expr::Var(v.clone())).collect();
+            if let PartKind::Dia { .. } = kind {
+                // The values are stored diagonal-major: indexed (q, g, l).
+                direct.swap(0, 1);
+            }
             let subst =
                 |e: &Expr| substitute(e, buffer, &pn, &direct, &vi, &row_expr, &vj, &col_expr);
             let body = map_stores(&it.body, &subst);
