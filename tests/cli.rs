@@ -34,24 +34,15 @@ impl TempDir {
     /// `lacuna gen-dense --shape SHAPE --seed SEED` into `name` here.
     fn gen_dense(&self, name: &str, shape: &str, seed: &str) -> PathBuf {
         let p = self.0.join(name);
-        let out = bin()
-            .current_dir(repo())
-            .args([
-                "gen-dense",
-                "--shape",
-                shape,
-                "--seed",
-                seed,
-                "--out",
-                p.to_str().expect("path"),
-            ])
-            .output()
-            .expect("runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeds(&[
+            "gen-dense",
+            "--shape",
+            shape,
+            "--seed",
+            seed,
+            "--out",
+            p.to_str().expect("path"),
+        ]);
         p
     }
 }
@@ -59,6 +50,22 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Runs the CLI in the repository root expecting success (stderr in the message otherwise);
+/// returns its stdout.
+fn succeeds<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Vec<u8> {
+    let out = bin()
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 /// Runs the CLI expecting failure; returns stderr, after checking it is a clean error.
@@ -239,28 +246,19 @@ fn run_prints_the_documented_json_and_writes_outputs() {
     let t = TempDir::new("json");
     let b = t.gen_dense("B.npy", "51,4", "3");
     let c = t.0.join("C.npy");
-    let out = bin()
-        .current_dir(repo())
-        .args([
-            "run",
-            "examples/spmm.ron",
-            "--input",
-            "A=tests/data/lp_afiro.mtx",
-            "--input",
-            &format!("B={}", b.display()),
-            "--out",
-            &format!("C={}", c.display()),
-            "--repeat",
-            "3",
-        ])
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let out = succeeds(&[
+        "run",
+        "examples/spmm.ron",
+        "--input",
+        "A=tests/data/lp_afiro.mtx",
+        "--input",
+        &format!("B={}", b.display()),
+        "--out",
+        &format!("C={}", c.display()),
+        "--repeat",
+        "3",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("one JSON object");
     assert_eq!(v["kernel"], "spmm");
     assert_eq!(v["target"], "jit");
     assert_eq!(v["repeat"], 3);
@@ -296,17 +294,7 @@ fn run_names_the_built_in_schedule_it_chose() {
             format!("W={}", w.display()),
         ];
         args.extend(extra.iter().map(|a| a.to_string()));
-        let out = bin()
-            .current_dir(repo())
-            .args(&args)
-            .output()
-            .expect("runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("one JSON object")
+        serde_json::from_slice(&succeeds(&args)).expect("one JSON object")
     };
     let builtin = run(&[]);
     let named = builtin["schedule"].as_str().expect("a schedule string");
@@ -338,17 +326,8 @@ fn lower_prints_every_stage() {
         ("flat", "A[j]"),
         ("llvm", "define"),
     ] {
-        let out = bin()
-            .current_dir(repo())
-            .args(["lower", "examples/spmv.ron", "--stage", stage])
-            .output()
-            .expect("runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
+        let out = succeeds(&["lower", "examples/spmv.ron", "--stage", stage]);
+        let text = String::from_utf8_lossy(&out);
         assert!(text.contains(needle), "stage {stage}: {text}");
     }
 }
@@ -358,15 +337,7 @@ fn lower_prints_every_stage() {
 /// one-pass function too.
 #[test]
 fn lower_prints_unoptimized_llvm_and_the_one_pass_function() {
-    let lower = |args: &[&str]| {
-        let out = bin().current_dir(repo()).args(args).output().expect("runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let lower = |args: &[&str]| String::from_utf8_lossy(&succeeds(args)).into_owned();
     let raw = lower(&[
         "lower",
         "examples/spmv.ron",
@@ -696,14 +667,8 @@ fn misnamed_params_huge_pools_and_output_extensions_are_handled() {
     // gen-dense writes the format its extension names, or refuses it.
     let (mtx, npy) = (t.0.join("g.mtx"), t.0.join("g.npy"));
     for file in [&mtx, &npy] {
-        let out = bin()
-            .current_dir(repo())
-            .args(["gen-dense", "--shape", "3,2", "--seed", "5", "--out"])
-            .arg(file)
-            .output()
-            .expect("runs");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{}: {stderr}", file.display());
+        let file = file.to_str().expect("path");
+        succeeds(&["gen-dense", "--shape", "3,2", "--seed", "5", "--out", file]);
     }
     let from_npy = read_npy(&npy).expect("npy");
     match read_mtx(&mtx).expect("a Matrix Market array") {

@@ -295,8 +295,8 @@ fn sell_groups_sorted_rows_into_lane_major_steps() {
 }
 
 /// DIA: the distinct diagonals in increasing order; every matrix row in blocks of `lanes`, each
-/// diagonal one run of `lanes` slots per block (diagonal-major); padding (no entry on that diagonal, a column
-/// outside the matrix, a row past the last) masked out with value 0.
+/// diagonal one run of `lanes` slots per block (diagonal-major); padding (no entry on that
+/// diagonal, a column outside the matrix, a row past the last) masked out with value 0.
 #[test]
 fn dia_stores_rows_in_blocks_by_diagonal() {
     // 5 x 6, diagonals -1, 0 and 2; row 3 empty; (4, 3) on -1, (1, 3) on 2.

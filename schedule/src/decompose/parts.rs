@@ -117,8 +117,8 @@ impl SellStorage {
 /// DIA storage, diagonal-major, blocked by rows: `offsets` are the part's diagonals
 /// (`column - row`) in increasing order; diagonal `k` holds, for each block `b` of `lanes`
 /// rows, the slots `(k * blocks + b) * lanes + l`, one per lane `l`, for row `b * lanes + l`
-/// and column `row + offsets[k]`. Padding slots (no entry there, a column outside the matrix, a row past
-/// the last) have `mask == false` and value 0.
+/// and column `row + offsets[k]`. Padding slots (no entry there, a column outside the matrix,
+/// a row past the last) have `mask == false` and value 0.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DiaStorage {
     /// Rows per block.
@@ -143,7 +143,11 @@ impl DiaStorage {
     pub fn position(&self, slot: usize) -> (usize, i64) {
         let lanes = self.lanes.max(1);
         let per_diagonal = (self.blocks() * lanes).max(1);
-        let (k, b, l) = (slot / per_diagonal, slot % per_diagonal / lanes, slot % lanes);
+        let (k, b, l) = (
+            slot / per_diagonal,
+            slot % per_diagonal / lanes,
+            slot % lanes,
+        );
         let row = b * lanes + l;
         let off = self.offsets.get(k).copied().unwrap_or(0);
         (row, row as i64 + off)
