@@ -1585,11 +1585,47 @@ pub const SPMM_STREAM_FAST_L3_DIVISOR: usize = 8;
 /// Whether SpMM's built-in schedule accumulates each row of `C` (of `row_bytes`) in registers
 /// and stores it with streaming stores ([`spmm_stream_trace`]): on hosts that have them, for
 /// rows of [`SPMM_STREAM_MIN_ROW_BYTES`] or more, and `C` of [`SPMM_STREAM_MIN_BYTES`] or more
-/// — on a host with a fast L3, of that L3 over [`SPMM_STREAM_FAST_L3_DIVISOR`] or more.
+/// — on a host with a fast L3, of that L3 over [`SPMM_STREAM_FAST_L3_DIVISOR`] or more; and
+/// for shorter rows of a multiple of [`SPMM_STREAM_SHORT_ROW_BYTES`] where `C` is far beyond
+/// the last-level cache ([`spmm_stream_short_rows_min_bytes`]).
 pub fn spmm_streams(data: &DataStats, row_bytes: usize) -> bool {
-    data.stream_stores
-        && row_bytes >= SPMM_STREAM_MIN_ROW_BYTES
-        && data.rows.saturating_mul(row_bytes) >= spmm_stream_min_bytes(data)
+    let c_bytes = data.rows.saturating_mul(row_bytes);
+    let long = row_bytes >= SPMM_STREAM_MIN_ROW_BYTES && c_bytes >= spmm_stream_min_bytes(data);
+    let short = row_bytes >= SPMM_STREAM_SHORT_ROW_BYTES
+        && row_bytes.is_multiple_of(SPMM_STREAM_SHORT_ROW_BYTES)
+        && c_bytes >= spmm_stream_short_rows_min_bytes(data);
+    data.stream_stores && (long || short)
+}
+
+/// Bytes of a row of `C` (32 f64 features) whose multiples below
+/// [`SPMM_STREAM_MIN_ROW_BYTES`] stream where `C` is far beyond the last-level cache
+/// ([`spmm_stream_short_rows_min_bytes`]): each row then accumulates as 32 vector lanes per
+/// pass over its entries, in place of the unrolled chunks of 16. There the write-allocate
+/// reads of `C` that streaming stores save are a third of the traffic, whatever the row's
+/// length; near the cache's size they are not (k = 32 and 64 on the shared matrices, `C` of
+/// 6–42 MB, lost or tied: [`SPMM_STREAM_MIN_ROW_BYTES`]). `lacuna bench`, min of 5 per
+/// schedule, the two alternating in one process, two processes in opposite orders, ms, one /
+/// two threads (session 36, Zen 4 guest, L3 32 MiB): k = 32, streamed against the built-in,
+/// lap3d-large (`C` 702 MB) 118 / 79 against 145 / 105, block4-large (221 MB) 69 / 41 against
+/// 79 / 45, rmat-large (537 MB) 549 / 333 against 659 / 332; k = 64, block4-large 233 / 112
+/// against 249 / 173, lap3d-large 263 / 192 against 337 / 261. Streaming the chunks of 16
+/// unrolled instead: block4-large k = 32 76–109 / 55–57.
+pub const SPMM_STREAM_SHORT_ROW_BYTES: usize = 256;
+
+/// How many times the last-level cache `C` must hold for rows shorter than
+/// [`SPMM_STREAM_MIN_ROW_BYTES`] to stream ([`spmm_stream_short_rows_min_bytes`]).
+pub const SPMM_STREAM_SHORT_ROWS_LLC_MULTIPLE: usize = 4;
+
+/// The bytes of `C` from which rows shorter than [`SPMM_STREAM_MIN_ROW_BYTES`] stream
+/// ([`SPMM_STREAM_SHORT_ROW_BYTES`]): [`SPMM_STREAM_SHORT_ROWS_LLC_MULTIPLE`] times the host's
+/// L3 (128 MiB on a 32 MiB L3), or times [`SPMM_STREAM_MIN_BYTES`] where its size is unknown.
+pub fn spmm_stream_short_rows_min_bytes(data: &DataStats) -> usize {
+    let llc = if data.l3_bytes > 0 {
+        data.l3_bytes
+    } else {
+        SPMM_STREAM_MIN_BYTES
+    };
+    llc.saturating_mul(SPMM_STREAM_SHORT_ROWS_LLC_MULTIPLE)
 }
 
 /// The bytes of `C` from which SpMM's built-in schedule streams it on the host of `data`
@@ -1749,9 +1785,10 @@ pub fn spmm_stream_trace() -> Vec<lacuna_schedule::Instruction> {
 ///   [`SPMM_PREFETCH_MIN_BYTES`], the rows of `B` are prefetched (not on hosts whose hardware
 ///   prefetchers cover them, `DataStats::hw_prefetches_rows`: Zen 5)
 ///   [`SPMM_PREFETCH_DISTANCE`] entries ahead. With `C` of [`SPMM_STREAM_MIN_BYTES`] or
-///   more (on AMD Zen an eighth of L3) in rows of [`SPMM_STREAM_MIN_ROW_BYTES`] or more
-///   ([`spmm_streams`]), each row is accumulated in registers and written once with streaming
-///   stores ([`spmm_stream_trace`]). Where [`spmm_by_panels`] says so (wide
+///   more (on AMD Zen an eighth of L3) in rows of [`SPMM_STREAM_MIN_ROW_BYTES`] or more, or
+///   far beyond the last-level cache in rows of 32 or 64 features ([`spmm_streams`]), each row
+///   is accumulated in registers and written once with streaming stores
+///   ([`spmm_stream_trace`]). Where [`spmm_by_panels`] says so (wide
 ///   features, `B` beyond L2 gathered from far back, long runs per panel), `A` is stored in
 ///   column panels instead ([`spmm_panels_trace`]); otherwise, where [`spmm_by_rcm`] says so
 ///   (`B` beyond L2, far gathers that a reverse Cuthill–McKee order of the rows would save),
@@ -1864,7 +1901,9 @@ fn builtin_layout(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
             if k == 32 && data.whole_width_blocks {
                 Some((k, 32, true))
             } else if k % 16 == 0 && (16..=64).contains(&k) {
-                Some((k, 16, false))
+                // Streamed short rows run as 32 vector lanes (SPMM_STREAM_SHORT_ROW_BYTES).
+                let lanes = spmm_streams(data, k.saturating_mul(std::mem::size_of::<f64>()));
+                Some(if lanes { (k, 32, true) } else { (k, 16, false) })
             } else if k % 32 == 0 && (96..=512).contains(&k) {
                 let wide = data.vector_masks
                     && k % 64 == 0

@@ -1610,15 +1610,17 @@ fn builtin_spmm_stores_far_gathers_of_long_runs_in_column_panels() {
 /// SpMM's streamed rows ([`lacuna::driver::spmm_stream_trace`]): the built-in schedule adds
 /// them for an output of `SPMM_STREAM_MIN_BYTES` (an eighth of a fast L3) or more in rows of
 /// `SPMM_STREAM_MIN_ROW_BYTES` or more on hosts with streaming stores (k = 128 by 64 or 32 as
-/// vector lanes, 256; not the narrower blockings: k = 32 whole, 48 by 16 unrolled, 96).
+/// vector lanes, 256; not the narrower blockings: k = 32 whole, 48 by 16 unrolled, 96), and
+/// for shorter rows of 32 or 64 features (as 32 vector lanes) where `C` is far beyond L3.
 /// The compiled kernel gives the interpreter's `C` whether the output starts a vector (the
 /// streaming path) or not (the loop as written), at 1 to 4 threads, and writes nothing
 /// outside `C`.
 #[test]
 fn builtin_spmm_streams_large_outputs_and_keeps_results() {
     use lacuna::driver::{
-        builtin_schedule, run_kernel, spmm_stream_min_bytes, DataStats,
-        SPMM_STREAM_FAST_L3_DIVISOR, SPMM_STREAM_MIN_BYTES, SPMM_STREAM_MIN_ROW_BYTES,
+        builtin_schedule, run_kernel, spmm_stream_min_bytes, spmm_stream_short_rows_min_bytes,
+        DataStats, SPMM_STREAM_FAST_L3_DIVISOR, SPMM_STREAM_MIN_BYTES, SPMM_STREAM_MIN_ROW_BYTES,
+        SPMM_STREAM_SHORT_ROWS_LLC_MULTIPLE, SPMM_STREAM_SHORT_ROW_BYTES,
     };
     use lacuna::target::{RawArray, RawBindings};
     let p = example("spmm");
@@ -1630,6 +1632,7 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
     for (k, masks) in [
         (32, true),
         (48, true),
+        (64, true),
         (96, true),
         (128, true),
         (128, false),
@@ -1681,6 +1684,40 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
             let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
             assert_eq!(streams(&s), want, "{stats:?}: {:?}", s.trace);
         }
+        // Shorter rows of a multiple of SPMM_STREAM_SHORT_ROW_BYTES (k = 32, 64, 96; not 48)
+        // stream where `C` holds SPMM_STREAM_SHORT_ROWS_LLC_MULTIPLE times the L3 (times
+        // SPMM_STREAM_MIN_BYTES where its size is unknown), as 32 vector lanes per pass.
+        let short = 8 * k >= SPMM_STREAM_SHORT_ROW_BYTES
+            && (8 * k).is_multiple_of(SPMM_STREAM_SHORT_ROW_BYTES);
+        for (l3_bytes, fast_l3) in [(l3, true), (l3, false), (0, false)] {
+            let with_l3 = |rows| DataStats {
+                fast_l3,
+                l3_bytes,
+                ..shape(rows, true)
+            };
+            let min = spmm_stream_short_rows_min_bytes(&with_l3(1));
+            let llc = if l3_bytes > 0 {
+                l3_bytes
+            } else {
+                SPMM_STREAM_MIN_BYTES
+            };
+            assert_eq!(min, llc * SPMM_STREAM_SHORT_ROWS_LLC_MULTIPLE);
+            let from = min.div_ceil(8 * k);
+            for (rows, want) in [(from, wide || short), (from - 1, wide)] {
+                let stats = with_l3(rows);
+                let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+                assert_eq!(streams(&s), want, "{stats:?}: {:?}", s.trace);
+                if want {
+                    let lanes = s.trace.iter().any(|t| {
+                        matches!(t, lacuna::schedule::Instruction::Split { factors, .. }
+                            if factors.last() == Some(&Some(32)) || factors.last() == Some(&Some(64)))
+                    }) && s.trace.iter().any(|t| {
+                        matches!(t, lacuna::schedule::Instruction::Vectorize { r#loop } if r#loop == "k.1")
+                    });
+                    assert!(lanes, "{stats:?}: {:?}", s.trace);
+                }
+            }
+        }
     }
     // Results: 70 rows (one dense, ten empty) by 90 columns.
     let (m, n) = (70usize, 90usize);
@@ -1702,14 +1739,22 @@ fn builtin_spmm_streams_large_outputs_and_keeps_results() {
     e.sort_by_key(|x| (x.0, x.1));
     e.dedup_by_key(|x| (x.0, x.1));
     let streaming_host = lacuna::target::host_stream_bytes().is_some();
-    for k in [128usize, 256] {
+    for k in [32usize, 64, 128, 256] {
         let inputs = BTreeMap::from([
             ("A".to_string(), Input::Coo(coo(m, n, &e))),
             ("B".to_string(), dense(vec![n, k], 7)),
         ]);
+        // Long rows from SPMM_STREAM_MIN_BYTES (or less: an eighth of a fast L3), short ones
+        // from SPMM_STREAM_SHORT_ROWS_LLC_MULTIPLE times it (the L3's size left unknown).
+        let min = if 8 * k >= SPMM_STREAM_MIN_ROW_BYTES {
+            SPMM_STREAM_MIN_BYTES
+        } else {
+            SPMM_STREAM_MIN_BYTES * SPMM_STREAM_SHORT_ROWS_LLC_MULTIPLE
+        };
         let stats = DataStats {
-            rows: SPMM_STREAM_MIN_BYTES / (8 * k) + 1,
+            rows: min / (8 * k) + 1,
             stream_stores: true,
+            l3_bytes: 0,
             ..DataStats::of(&inputs)
         };
         let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
