@@ -1897,13 +1897,20 @@ fn builtin_layout(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         }
     }
     if p.name == "spmm" && p.params.iter().any(|x| x == "feat") {
+        // Whether the rows of `C` (k features of f64) stream: see `spmm_streams`.
+        let stream = data
+            .feat
+            .is_some_and(|k| spmm_streams(data, k.saturating_mul(std::mem::size_of::<f64>())));
         let blocking = data.feat.and_then(|k| {
             if k == 32 && data.whole_width_blocks {
                 Some((k, 32, true))
             } else if k % 16 == 0 && (16..=64).contains(&k) {
                 // Streamed short rows run as 32 vector lanes (SPMM_STREAM_SHORT_ROW_BYTES).
-                let lanes = spmm_streams(data, k.saturating_mul(std::mem::size_of::<f64>()));
-                Some(if lanes { (k, 32, true) } else { (k, 16, false) })
+                Some(if stream {
+                    (k, 32, true)
+                } else {
+                    (k, 16, false)
+                })
             } else if k % 32 == 0 && (96..=512).contains(&k) {
                 let wide = data.vector_masks
                     && k % 64 == 0
@@ -1916,8 +1923,6 @@ fn builtin_layout(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         if let Some((k, chunk, vector)) = blocking {
             let prefetch =
                 data.gathered_bytes >= SPMM_PREFETCH_MIN_BYTES && !data.hw_prefetches_rows;
-            let row_bytes = k.saturating_mul(std::mem::size_of::<f64>());
-            let stream = spmm_streams(data, row_bytes);
             let blocks = by_blocks(data)
                 .and_then(|b| bsr_chunk(b, k, data.vector_f64s).map(|chunk| (b, chunk)));
             if let Some((b, bsr_chunk)) = blocks {

@@ -411,7 +411,7 @@ pub fn decompose_format(
         p.buffers.extend(extra);
     }
     let body = std::mem::take(&mut p.body);
-    p.body = rewrite(&body, buffer, &ai, &aj, &kinds)?;
+    p.body = rewrite(&body, buffer, &ai, &aj, &kinds, &p.buffers)?;
     Ok((
         p,
         Conversion {
@@ -457,6 +457,7 @@ fn rewrite(
     ai: &str,
     aj: &str,
     kinds: &[PartKind],
+    buffers: &[Buffer],
 ) -> Result<Vec<Stmt>, Condition> {
     let mut out = Vec::new();
     for s in stmts {
@@ -633,11 +634,9 @@ fn rewrite(
                     )
                 }
             };
-            let mut direct: Vec<Expr> = new_vars.iter().map(|v| Expr::Var(v.clone())).collect();
-            if let PartKind::Dia { .. } = kind {
-                // The values are stored diagonal-major: indexed (q, g, l).
-                direct.swap(0, 1);
-            }
+            // The part's values are indexed in the order their axes are stored, which need not
+            // be the nest's (DIA's are diagonal-major: (q, g, l) under g, q, l).
+            let direct = value_indices(buffers, &pn, &new_axes, &new_vars)?;
             let subst =
                 |e: &Expr| substitute(e, buffer, &pn, &direct, &vi, &row_expr, &vj, &col_expr);
             let body = map_stores(&it.body, &subst);
@@ -686,6 +685,32 @@ fn map_stores(stmts: &[Stmt], f: &dyn Fn(&Expr) -> Expr) -> Vec<Stmt> {
 
 /// Replaces the decomposed buffer's loads by the part's (direct positions) and the row and
 /// column iterators by the part's row and column coordinates.
+/// The indices of a load of part `part`'s values: for each axis of the values buffer, in
+/// storage order, the variable of the nest's axis of that name.
+fn value_indices(
+    buffers: &[Buffer],
+    part: &str,
+    axes: &[String],
+    vars: &[String],
+) -> Result<Vec<Expr>, Condition> {
+    let stored = buffers
+        .iter()
+        .find(|b| b.name == part)
+        .ok_or_else(|| Condition::Invalid(format!("part `{part}` has no values buffer")))?;
+    stored
+        .axes
+        .iter()
+        .map(|ax| {
+            let at = axes.iter().position(|a| a == ax).ok_or_else(|| {
+                Condition::Invalid(format!(
+                    "axis `{ax}` of part `{part}`'s values is not iterated"
+                ))
+            })?;
+            Ok(Expr::Var(vars[at].clone()))
+        })
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn substitute(
     e: &Expr,
