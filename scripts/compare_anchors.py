@@ -49,6 +49,7 @@ def read_lacuna(path, keep=lambda record: True):
     the nnz of each matrix."""
     best = {}
     nnz = {}
+    compiles = []
     with open(path) as f:
         for i, line in enumerate(f, 1):
             if not line.strip():
@@ -61,11 +62,13 @@ def read_lacuna(path, keep=lambda record: True):
                 sys.exit(f"{path}:{i}: not a lacuna bench record: {e}")
             if not keep(r):
                 continue
+            if r.get("compile_s") is not None:
+                compiles.append(float(r["compile_s"]))
             cfg = f"{r.get('format', 'csr')}/{r.get('schedule', 'none')}"
             if kk not in best or t < best[kk][0]:
                 best[kk] = (t, cfg, int(r.get("threads_used", r["threads"])), r.get("gbps"))
             nnz[r["matrix"]] = r["nnz"]
-    return best, nnz
+    return best, nnz, compiles
 
 
 def read_anchors_json(path):
@@ -126,6 +129,54 @@ def fmt_ms(s):
     return f"{s * 1e3:.4g}" if s is not None else "-"
 
 
+# Issue 6's goals, as the largest geometric mean of Lacuna's time over the reference's that meets
+# each: 1.2x faster is a ratio of 1/1.2 = 0.83 or less.
+GOALS = [
+    # (kernel, K values (None: any), which ratios, bound, text)
+    ("spmv", None, "best", 1 / 1.2, "SpMV >= 1.2x the fastest library"),
+    ("spmm", (32, 128), "best", 1 / 1.2, "SpMM (k = 32, 128) >= 1.2x the fastest library, built-in schedule"),
+    ("spmm", (32, 128), "tuned", 1 / 1.5, "SpMM (k = 32, 128) >= 1.5x the fastest library, tuned"),
+    ("sddmm", (32, 128), "c-naive", 1 / 1.2, "SDDMM (k = 32, 128) >= 1.2x the plain C loop"),
+    ("sddmm", (32, 128), "graphblas", 1 / 3, "SDDMM (k = 32, 128) >= 3x GraphBLAS"),
+    ("spadd", None, "best", 1 / 2, "SpAdd >= 2x the fastest library"),
+    (None, None, "mlir", 1 / 3, "every kernel >= 3x MLIR's sparsifier"),
+]
+# JIT compile of one kernel: median seconds.
+COMPILE_GOAL_S = 0.1
+
+
+def print_goals(groups, mlir_groups, graphblas_groups, c_loop_groups, tgroups, compiles):
+    """One line per goal and group (kernel, K, threads) measured: the geometric mean and
+    whether it meets the goal; then the median JIT compile time."""
+    by = {"best": groups, "mlir": mlir_groups, "graphblas": graphblas_groups, "c-naive": c_loop_groups,
+          "tuned": tgroups}
+    rows = []
+    for kernel, ks, against, bound, text in GOALS:
+        src = by[against]
+        for g in sorted(src, key=group_order):
+            if kernel is not None and g[0] != kernel:
+                continue
+            if ks is not None and g[1] not in ks:
+                continue
+            gm = geomean(src[g])
+            rows.append((text, g, len(src[g]), gm, bound))
+    if not rows and not compiles:
+        return
+    print()
+    print("Goals (issue 6; a geometric mean of Lacuna's time over the reference's, at most the bound):")
+    print()
+    print("| goal | kernel | K | T | matrices | geomean | bound | met |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for text, (kernel, k, threads), n, gm, bound in rows:
+        met = "yes" if gm <= bound else "**no**"
+        print(f"| {text} | {kernel} | {k or '-'} | {threads} | {n} | {gm:.2f} | {bound:.2f} | {met} |")
+    if compiles:
+        med = sorted(compiles)[len(compiles) // 2]
+        met = "yes" if med <= COMPILE_GOAL_S else "**no**"
+        print(f"| JIT compile of one kernel, median over {len(compiles)} compiles (s) | | | | | "
+              f"{med:.4f} | {COMPILE_GOAL_S} | {met} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lacuna", required=True)
@@ -142,7 +193,7 @@ def main():
                 if isinstance(v, dict) and v.get("triad"):
                     triad[int(t)] = float(v["triad"])
 
-    lacuna, lacuna_nnz = read_lacuna(a.lacuna)
+    lacuna, lacuna_nnz, compiles = read_lacuna(a.lacuna)
     refs = []
     json_files = [p for p in a.anchors_json if os.path.exists(p)]
     for path in json_files:
@@ -163,6 +214,9 @@ def main():
     print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|---:|")
     groups = defaultdict(list)
     mlir_groups = defaultdict(list)
+    graphblas_groups = defaultdict(list)
+    c_loop_groups = defaultdict(list)
+    tgroups = defaultdict(list)
     serial_note = False
     missing = 0
     for kk in sorted(lacuna, key=lambda k: (KERNEL_ORDER.get(k[0], 9), k[2] or 0, k[1], k[3])):
@@ -183,20 +237,25 @@ def main():
         mratio = f"{t / mt:.2f}" if mt else "-"
         if mt:
             mlir_groups[(kernel, k, threads)].append(t / mt)
+        for lib, lib_groups in (("graphblas", graphblas_groups), ("c-naive", c_loop_groups)):
+            times = [c[0] for c in cands if c[1] == lib]
+            if times:
+                lib_groups[(kernel, k, threads)].append(t / min(times))
         lt = f"{t * 1e3:.4g}" + ("*" if used < threads else "")
         print(f"| {kernel} | {k or '-'} | {matrix} | {lacuna_nnz[matrix]} | {threads} | {lt} | {best_lib} | "
               f"{fmt_ms(best_t)} | {ratio:.2f} | {fmt_ms(mt)} | {mratio} |")
 
     print()
-    print("| kernel | K | T | matrices | geomean Lacuna/best | geomean Lacuna/MLIR |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| kernel | K | T | matrices | geomean Lacuna/best | geomean Lacuna/MLIR | geomean Lacuna/GraphBLAS |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for g in sorted(groups, key=group_order):
         kernel, k, threads = g
         m = f"{geomean(mlir_groups[g]):.2f}" if mlir_groups.get(g) else "-"
-        print(f"| {kernel} | {k or '-'} | {threads} | {len(groups[g])} | {geomean(groups[g]):.2f} | {m} |")
+        gb = f"{geomean(graphblas_groups[g]):.2f}" if graphblas_groups.get(g) else "-"
+        print(f"| {kernel} | {k or '-'} | {threads} | {len(groups[g])} | {geomean(groups[g]):.2f} | {m} | {gb} |")
     for threads in sorted({g[2] for g in groups}):
         allr = [r for g, rs in groups.items() if g[2] == threads for r in rs]
-        print(f"| all | | {threads} | {len(allr)} | **{geomean(allr):.2f}** | |")
+        print(f"| all | | {threads} | {len(allr)} | **{geomean(allr):.2f}** | | |")
     if triad and any(k[0] == "spmv" for k in lacuna):
         print()
         print("SpMV's effective bandwidth (minimal traffic: indptr, indices, values, x and y once) "
@@ -212,10 +271,10 @@ def main():
     if a.tuned and os.path.exists(a.tuned):
         # Each case's tuned schedule was timed by one `lacuna bench` beside the built-in one;
         # that built-in time (else the main run's) is the one compared with.
-        tuned, _ = read_lacuna(a.tuned, lambda r: r.get("schedule") != "builtin")
-        beside, _ = read_lacuna(a.tuned, lambda r: r.get("schedule") == "builtin")
+        tuned, _, _ = read_lacuna(a.tuned, lambda r: r.get("schedule") != "builtin")
+        beside, _, _ = read_lacuna(a.tuned, lambda r: r.get("schedule") == "builtin")
         builtin = {**lacuna, **beside}
-        chose_builtin, _ = read_lacuna(a.tuned, lambda r: r.get("tuned_is_builtin", False))
+        chose_builtin, _, _ = read_lacuna(a.tuned, lambda r: r.get("tuned_is_builtin", False))
         print()
         print("Tuned schedules (`lacuna tune`, then the best schedule timed by `lacuna bench` "
               "beside the built-in schedule, in one run; \"(built-in)\": the tuner's final round "
@@ -224,7 +283,6 @@ def main():
         print("| kernel | K | matrix | T | built-in ms | tuned ms | best reference | ref ms "
               "| built-in/best | tuned/best |")
         print("|---|---:|---|---:|---:|---:|---|---:|---:|---:|")
-        tgroups = defaultdict(list)
         for kk in sorted(tuned, key=lambda k: (KERNEL_ORDER.get(k[0], 9), k[2] or 0, k[1], k[3])):
             kernel, matrix, k, threads = kk
             cands = by_key.get(kk, [])
@@ -247,6 +305,7 @@ def main():
                     if (kk[0], kk[2], kk[3]) == g and kk in builtin and by_key.get(kk)]
             print(f"| {kernel} | {k or '-'} | {threads} | {len(tgroups[g])} | {geomean(tgroups[g]):.2f} "
                   f"| {geomean(same):.2f} |")
+    print_goals(groups, mlir_groups, graphblas_groups, c_loop_groups, tgroups, compiles)
     print()
     print("Ratios are Lacuna's fastest run over the fastest reference's at the same thread count; "
           "below 1 means Lacuna is faster.")
