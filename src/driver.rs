@@ -1148,6 +1148,10 @@ pub struct DataStats {
     /// The share of stored entries in the [`HOT_COLUMNS`] columns holding the most, in
     /// thousandths: see [`hot_columns`].
     pub hot_permille: usize,
+    /// Whether SpMV's gathers scattered beyond L2 run faster row by row with a software
+    /// prefetch than from column panels ([`lacuna_target::host_prefetches_far_gathers`]; see
+    /// [`by_panels`]). A property of the host.
+    pub prefetches_far_gathers: bool,
 }
 
 /// The number of distinct diagonals (`column - row`) of the 2-D tensor `a` that hold a stored
@@ -1410,7 +1414,8 @@ fn iso_value_of(
 impl DataStats {
     /// No data, and this host's properties (`vector_masks`, `masks_long_rows`,
     /// `hw_prefetches_rows`, `gathers_rows`, `whole_width_blocks`, `l2_bytes`,
-    /// `stream_stores`, `vector_f64s`, `l3_bytes`, `fast_l3`): the base the data's statistics
+    /// `stream_stores`, `vector_f64s`, `l3_bytes`, `fast_l3`, `prefetches_far_gathers`): the base
+    /// the data's statistics
     /// are filled into.
     pub fn host() -> DataStats {
         DataStats {
@@ -1424,6 +1429,7 @@ impl DataStats {
             vector_f64s: lacuna_target::host_vector_f64s(),
             l3_bytes: lacuna_target::host_l3_bytes(),
             fast_l3: lacuna_target::host_fast_l3(),
+            prefetches_far_gathers: lacuna_target::host_prefetches_far_gathers(),
             ..DataStats::default()
         }
     }
@@ -2501,11 +2507,13 @@ pub fn by_diagonals(data: &DataStats) -> bool {
         && slots as f64 <= SPMV_DIA_MAX_FILL * data.nnz as f64
 }
 
-/// Whether SpMV's built-in schedule stores `A` in column panels ([`spmv_panels_trace`]): rows
-/// shorter than [`SPMV_UNMASKED_MIN_ROW`] on average whose gathers scatter
+/// Whether SpMV's built-in schedule stores `A` in column panels ([`spmv_panels_trace`]): on
+/// hosts where panels beat prefetched rows (not [`DataStats::prefetches_far_gathers`]: Zen 5),
+/// rows shorter than [`SPMV_UNMASKED_MIN_ROW`] on average whose gathers scatter
 /// ([`SPMV_PREFETCH_MIN_SCATTERED`]) over an `x` of [`spmv_panels_min_bytes`] or more.
 pub fn by_panels(data: &DataStats) -> bool {
-    data.rows > 0
+    !data.prefetches_far_gathers
+        && data.rows > 0
         && data.nnz > 0
         && data.scattered_permille >= SPMV_PREFETCH_MIN_SCATTERED
         && data.gathered_bytes >= spmv_panels_min_bytes(data)
@@ -2712,14 +2720,23 @@ pub const SPMV_DIA_MAX_FILL: f64 = 1.3;
 /// or that hold [`SPMV_SELL_UNIFORM_MIN_ROW`] entries or more, while `x` stays below
 /// [`SPMV_SELL_MAX_GATHER_BYTES`], or the gathers are not scattered
 /// ([`SPMV_PREFETCH_MIN_SCATTERED`]: a stencil's gathers stream through `x` without a
-/// software prefetch), or the rows are uniform (sorting them by length keeps their order).
+/// software prefetch), or the rows are uniform (sorting them by length keeps their order) and
+/// `x` fits in L3 where its size is known ([`DataStats::l3_bytes`]).
+///
+/// Uniform rows scattering their gathers over an `x` beyond L3 keep their rows, prefetched
+/// (a lane's gathers then wait on DRAM, which the prefetched rows hide better): `lacuna bench`,
+/// min of 5, ms, one / two threads (session 37, Zen 5 guest with 32 MiB of L3), a uniform
+/// random 8M × 8M with 10 per row (`x` 64 MB): sliced ELL 343 / 193, rows prefetched 256
+/// entries ahead 184 / 94; within L3, er-large (`x` 16 MB): sliced ELL 17.6 / 7.7, rows
+/// prefetched 46.4 / 23.8.
 pub fn sliced_rows(data: &DataStats) -> bool {
     let uniform = data.row_changes_permille < SPMV_SELL_MIN_ROW_CHANGES;
     let mean = data.mean_row();
     let lengths = mean < SPMV_SELL_MAX_ROW && (!uniform || mean >= SPMV_SELL_UNIFORM_MIN_ROW);
+    let within_l3 = data.l3_bytes == 0 || data.gathered_bytes <= data.l3_bytes;
     let gathers = data.gathered_bytes < SPMV_SELL_MAX_GATHER_BYTES
         || data.scattered_permille < SPMV_PREFETCH_MIN_SCATTERED
-        || uniform;
+        || (uniform && within_l3);
     data.gathers_rows && data.rows > 0 && lengths && gathers
 }
 

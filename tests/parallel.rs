@@ -1333,6 +1333,70 @@ fn builtin_spmv_sizes_hub_heavy_panels_by_l3() {
     assert_eq!(spmv_panel_widths(&host(false)), vec![32768]);
 }
 
+/// On hosts whose prefetched rows beat column panels on far gathers (`prefetches_far_gathers`:
+/// Zen 5), SpMV's built-in schedule never stores `A` in panels: uniform rows run across vector
+/// lanes (sliced ELL) while `x` fits in L3, and otherwise rows run one by one with their gathers
+/// prefetched, whether hub-heavy or not. Elsewhere the same statistics take panels. The
+/// schedules replay.
+#[test]
+fn builtin_spmv_prefetches_far_gathers_instead_of_panels_where_they_win() {
+    use lacuna::driver::{builtin_schedule, by_panels, sliced_rows, DataStats};
+    let p = example("spmv");
+    let (l2, l3) = (1 << 20, 32 << 20);
+    // (uniform rows, hot permille, bytes of x, L3 bytes, want sliced ELL)
+    for (uniform, hot, bytes, l3_bytes, want_sell) in [
+        // er-large: uniform rows, `x` of 16 MB within L3.
+        (true, 31, 16_000_000, l3, true),
+        (true, 31, l3, l3, true),
+        // Beyond L3: the lanes' gathers wait on DRAM; prefetched rows.
+        (true, 31, l3 + 8, l3, false),
+        (true, 31, 64_000_000, l3, false),
+        // L3 unknown: uniform rows run across lanes whatever the size of `x`.
+        (true, 31, 64_000_000, 0, true),
+        // rmat-large: rows of changing lengths, hub-heavy, and the same not hub-heavy.
+        (false, 616, 16 << 20, l3, false),
+        (false, 100, 16 << 20, l3, false),
+    ] {
+        let stats = |prefetches_far_gathers| DataStats {
+            nnz: 20_000_000,
+            rows: 2_000_000,
+            gathered_bytes: bytes,
+            scattered_permille: 1000,
+            diagonals: 5000,
+            row_changes_permille: if uniform { 10 } else { 800 },
+            vector_masks: true,
+            gathers_rows: true,
+            l2_bytes: l2,
+            l3_bytes,
+            fast_l3: true,
+            hot_permille: hot,
+            prefetches_far_gathers,
+            ..Default::default()
+        };
+        let zen5 = stats(true);
+        assert!(!by_panels(&zen5), "{zen5:?}");
+        assert_eq!(sliced_rows(&zen5), want_sell, "{zen5:?}");
+        let s = builtin_schedule(&p, &zen5).expect("a built-in schedule");
+        assert!(!decomposes_into(&s, "(panels"), "{zen5:?}: {:?}", s.trace);
+        assert_eq!(
+            decomposes_into(&s, "(sell"),
+            want_sell,
+            "{zen5:?}: {:?}",
+            s.trace
+        );
+        if !want_sell {
+            assert!(prefetches(&s), "{zen5:?}: {:?}", s.trace);
+        }
+        assert!(parallel(&s), "{:?}", s.trace);
+        lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
+        // The other hosts keep their panels for the same data.
+        let other = stats(false);
+        assert!(by_panels(&other), "{other:?}");
+        let s = builtin_schedule(&p, &other).expect("a built-in schedule");
+        assert!(decomposes_into(&s, "(panels"), "{other:?}: {:?}", s.trace);
+    }
+}
+
 /// `hot_columns`: the share of entries in the `HOT_COLUMNS` columns holding the most, in
 /// thousandths; 1000 with no more columns than that, 0 without entries or for other ranks.
 #[test]

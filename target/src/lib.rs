@@ -49,7 +49,8 @@ pub use kernel::{CompiledKernel, KernelArgument, RawArray, RawBindings};
 pub use machine::{
     host_assembles_gathers, host_blocks_whole_width, host_fast_l3, host_gathers_rows,
     host_has_vector_masks, host_l2_bytes, host_l3_bytes, host_masks_long_rows,
-    host_prefetches_rows, host_stream_bytes, host_vector_f64s, DEFAULT_L2_BYTES,
+    host_prefetches_far_gathers, host_prefetches_rows, host_stream_bytes, host_vector_f64s,
+    DEFAULT_L2_BYTES,
 };
 pub use nvptx::{compile_ptx, emit_nvptx_ir, GpuArch, GpuKernel, KernelLaunch, NVPTX_TRIPLE};
 pub use parallel::{pool_builder, run_on_pool, MAX_THREADS, SPIN_MICROS};

@@ -130,6 +130,28 @@ pub fn host_prefetches_rows() -> bool {
     *ROWS.get_or_init(|| prefetches_rows(&TargetMachine::get_host_cpu_name().to_string()))
 }
 
+/// Whether SpMV's gathers scattered over an `x` beyond L2 run faster row by row with a software
+/// prefetch of the gathers (or across vector lanes, sliced ELL, where the rows are uniform) than
+/// from column panels of `x` (`lacuna::driver::by_panels`): AMD Zen 5 (LLVM's `znver5`), whose
+/// memory system keeps enough prefetched gathers in flight that each panel's extra pass over
+/// `y` costs more than the narrower slice of `x` saves; panels won on an Intel Xeon guest
+/// (session 24) and on AMD Zen 4 (session 34). `lacuna bench`, min of 5–10 runs (rmat-large:
+/// the min over three processes), ms, one / two threads (session 37, Zen 5 guest: 1 MiB of L2
+/// per core, 32 MiB of L3): rmat-large (`x` 16 MB, hub-heavy) `(panels 262144)` 53.0 / 26.5,
+/// rows prefetched 256 entries ahead 40.8 / 20.6; er-large (`x` 16 MB, uniform rows of 10)
+/// `(panels 32768)` 41.5 / 23.7, sliced ELL 17.6 / 7.7; a uniform random 8M × 8M with 10 per
+/// row (`x` 64 MB, beyond L3) `(panels 32768)` 478 / 276, `(panels 131072)` 327 / 166, sliced
+/// ELL 343 / 193, rows prefetched 184 / 94. Read once.
+pub fn host_prefetches_far_gathers() -> bool {
+    static FAR: OnceLock<bool> = OnceLock::new();
+    *FAR.get_or_init(|| prefetches_far_gathers(&TargetMachine::get_host_cpu_name().to_string()))
+}
+
+/// [`host_prefetches_far_gathers`] for an LLVM CPU name.
+fn prefetches_far_gathers(cpu: &str) -> bool {
+    cpu.starts_with("znver5")
+}
+
 /// Whether the host gathers 8 f64 lanes from scattered addresses cheaply enough for sparse rows
 /// to run across vector lanes (sliced ELL, one row per lane):
 /// - AVX-512 on AMD Zen 4 and 5 (LLVM's `znver4`, `znver5`), where `lacuna bench` measured SpMV
@@ -430,7 +452,7 @@ pub(crate) fn allow_contraction(module: &Module<'_>) {
 mod tests {
     use super::{
         amx_core, assembles_gathers, cache_bytes, fast_l3, gathers_rows, has_avx512f,
-        masks_long_rows, prefetches_rows, vector_f64s,
+        masks_long_rows, prefetches_far_gathers, prefetches_rows, vector_f64s,
     };
 
     /// Sizes as sysfs writes them; anything else is unreadable, not a guess.
@@ -488,6 +510,15 @@ mod tests {
         assert!(prefetches_rows("znver5"));
         assert!(!prefetches_rows("znver3"));
         assert!(!prefetches_rows("sapphirerapids"));
+    }
+
+    /// Prefetched rows beat column panels on far gathers on Zen 5 only.
+    #[test]
+    fn zen5_prefetches_far_gathers_without_panels() {
+        assert!(prefetches_far_gathers("znver5"));
+        assert!(!prefetches_far_gathers("znver4"));
+        assert!(!prefetches_far_gathers("sapphirerapids"));
+        assert!(!prefetches_far_gathers("skylake-avx512"));
     }
 
     /// AMD's Zen cores keep masked lanes to short rows; other AVX-512 cores use them throughout.
