@@ -1991,8 +1991,13 @@ fn builtin_layout(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
     }
     let scalar_gathers = data.gathered_bytes <= SPMV_SCALAR_GATHER_MAX_BYTES;
     if p.name == "spmv" && by_diagonals(data) {
-        // No gathers: rows and columns are computed.
-        let trace = spmv_lanes_trace(SPMV_DIA, nnz >= PARALLEL_MIN_NNZ, false);
+        // No gathers: rows and columns are computed. The diagonal loop's trip count is the
+        // matrix's (see `lacuna_schedule::lanes::specialize_diagonals`).
+        let mut trace = spmv_lanes_trace(SPMV_DIA, nnz >= PARALLEL_MIN_NNZ, false);
+        trace.insert(
+            1,
+            lacuna_schedule::lanes::specialize_diagonals("A", data.diagonals as u64),
+        );
         if let Some(file) = replayable(p, trace) {
             return Some(file);
         }

@@ -1039,6 +1039,16 @@ fn builtin_spmv_stores_stencils_by_diagonal() {
     assert_eq!(diagonal_count(&coo(m, n, &e)), 5);
     let s = builtin_schedule(&p, &stats).expect("a built-in schedule");
     assert!(dia(&s) && parallel(&s), "{:?}", s.trace);
+    // The diagonal loop runs the matrix's 5 diagonals, a constant trip count.
+    assert!(
+        s.trace
+            .contains(&lacuna::schedule::Instruction::Specialize {
+                param: "A.p0.diagonals".into(),
+                value: 5
+            }),
+        "{:?}",
+        s.trace
+    );
     let (text, flat) = {
         let sched = lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
         let stage2 = sched.stage2().expect("lowers");
@@ -1058,6 +1068,7 @@ fn builtin_spmv_stores_stencils_by_diagonal() {
         .and_then(|t| t.split("} else {").next())
         .expect("a versioned block loop");
     assert!(flat.contains("A.p0.off.lo"), "{flat}");
+    assert!(flat.contains("for j.p0.in in 0..5 {"), "{flat}");
     assert!(
         !inside.contains("select(") && !inside.contains("if "),
         "{inside}"
@@ -1095,6 +1106,24 @@ fn builtin_spmv_stores_stencils_by_diagonal() {
         },
     ]);
     assert_threads_agree(&p, &named, &inputs, &reference);
+    // The schedule on a matrix of other diagonals (the stencil without diagonal 7): an error
+    // naming the part's offsets, not a wrong result.
+    let fewer: Vec<_> = e.iter().copied().filter(|&(i, j, _)| j != i + 7).collect();
+    let other = BTreeMap::from([
+        ("A".to_string(), Input::Coo(coo(m, n, &fewer))),
+        ("x".to_string(), dense(vec![n], 5)),
+    ]);
+    let Err(err) = lacuna::driver::run_kernel_scheduled(
+        &p,
+        Some(&s),
+        &other,
+        &BTreeMap::new(),
+        Target::Jit,
+        1,
+    ) else {
+        panic!("4 diagonals against a schedule of 5 ran");
+    };
+    assert!(err.to_string().contains("A.p0.off"), "{err}");
     let plain = lacuna::schedule::ScheduleFile {
         version: 1,
         kernel: "spmv".into(),

@@ -306,6 +306,16 @@ fn spmv_template_tries_lanes_formats() {
         }
         match (labels["entries"].as_str(), t.trace(&point)) {
             ("serial", Ok(trace)) => {
+                // DIA's diagonal loop runs the stencil's 5 diagonals, a constant trip count.
+                let specialized = trace.contains(&lacuna::schedule::Instruction::Specialize {
+                    param: "A.p0.diagonals".into(),
+                    value: 5,
+                });
+                assert_eq!(
+                    specialized,
+                    labels["format"] == lacuna::driver::SPMV_DIA,
+                    "{labels:?}: {trace:?}"
+                );
                 computes_y(trace, &format!("{labels:?}"));
                 lanes_points += 1;
             }

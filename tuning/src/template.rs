@@ -150,6 +150,9 @@ pub struct KernelTemplate {
     lanes: Option<(String, String, String)>,
     /// The output buffer that the `stores` decision streams.
     output: Option<String>,
+    /// The distinct diagonals of the CSR input, to which a DIA format's diagonal loop is
+    /// specialized ([`lacuna_schedule::lanes::specialize_diagonals`]).
+    diagonals: Option<u64>,
 }
 
 /// Vector registers per step of the `entries` decision's `masked` option, which the built-in
@@ -336,6 +339,7 @@ impl KernelTemplate {
             entries,
             lanes,
             output,
+            diagonals: stats.map(|s| s.diagonals as u64),
         }
     }
 
@@ -368,6 +372,13 @@ impl KernelTemplate {
                     },
                 )?;
                 lanes_format = LANES_FORMATS.contains(&term.as_str());
+                let dia = matches!(
+                    term.parse::<Decomposition>().map(|d| d.layout().clone()),
+                    Ok(Layout::Dia { .. })
+                );
+                if let (true, Some(n)) = (dia, self.diagonals.filter(|&n| n > 0)) {
+                    apply(&mut s, lacuna_schedule::lanes::specialize_diagonals(buf, n))?;
+                }
                 panels_format = term.starts_with("(panels");
                 whole_rows = term == "rcm";
             }
