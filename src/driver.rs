@@ -1680,6 +1680,43 @@ pub const SDDMM_PREFETCH_MIN_FEAT: usize = 64;
 /// k = 128 on the matrices above).
 pub const SDDMM_PREFETCH_DISTANCE: i64 = 8;
 
+/// Feature widths at which SDDMM's built-in schedule prefetches the rows of `W`
+/// [`SDDMM_SHORT_ROWS_PREFETCH_DISTANCE`] entries ahead on hosts whose hardware prefetchers
+/// cover gathered rows ([`DataStats::hw_prefetches_rows`]: Zen 5), where they do not cover
+/// rows of 4 to 8 cache lines. `lacuna bench`, min of 10, ms, one thread, specialized alone →
+/// prefetched 32 entries ahead (8 ahead), geometric mean over the thirteen shared matrices and
+/// the generated large ones (session 37, Zen 5 guest): k = 32 0.72 (0.79) over 18 matrices,
+/// e.g. ct2010 5.68 → 1.81, vt2010 1.11 → 0.56, cit-HepPh 1.79 → 1.22, er-large 473 → 182,
+/// lap2d-large 185 → 116, rmat-large 441 → 232, bcsstk16 and ego-Facebook even; k = 64 0.82
+/// (0.95) over 15, e.g. cage11 5.21 → 3.07, soc-Slashdot0902 13.9 → 8.6, wing 6.3 → 4.0, but
+/// lap2d-large 175 → 242. At k = 16 (rows of 2 lines) the shared matrices lost 3–11% (0.92
+/// overall, from er-large and lap2d-large), and from k = 128 (16 lines and more) the
+/// prefetcher covers a row after its first lines: 32 ahead 1.17, 8 ahead 1.11 at k = 128
+/// (er-large and rmat-large, scattered far beyond L3, 0.56–0.66, lap2d-large 2.08), 0.98 and
+/// 0.95 at k = 256 on the shared matrices; those widths keep the rule of
+/// [`SDDMM_PREFETCH_MIN_FEAT`].
+pub const SDDMM_SHORT_ROWS_PREFETCH: std::ops::RangeInclusive<usize> = 32..=64;
+
+/// Entries ahead of SDDMM's prefetch at the widths of [`SDDMM_SHORT_ROWS_PREFETCH`] (see
+/// there).
+pub const SDDMM_SHORT_ROWS_PREFETCH_DISTANCE: i64 = 32;
+
+/// How many entries ahead SDDMM's built-in schedule prefetches the rows of `W` at a specialized
+/// feature width `k`, on a host whose hardware prefetchers cover gathered rows or not
+/// (`hw_prefetches_rows`); `None`: no prefetch. See [`SDDMM_PREFETCH_MIN_FEAT`] and
+/// [`SDDMM_SHORT_ROWS_PREFETCH`].
+pub fn sddmm_prefetch_distance(k: usize, hw_prefetches_rows: bool) -> Option<i64> {
+    if hw_prefetches_rows && SDDMM_SHORT_ROWS_PREFETCH.contains(&k) {
+        Some(SDDMM_SHORT_ROWS_PREFETCH_DISTANCE)
+    } else if k >= SDDMM_PREFETCH_MIN_FEAT
+        || (!hw_prefetches_rows && k >= SDDMM_SPECIALIZE_MIN_FEAT)
+    {
+        Some(SDDMM_PREFETCH_DISTANCE)
+    } else {
+        None
+    }
+}
+
 /// Mean stored entries per row from which SpMV's built-in schedule runs each row's sum as
 /// vector lanes (gathers of `x`, reassociated). `lacuna bench`, one thread, vector lanes over
 /// the scalar row loop side by side, on the 13 matrices of `../shared/matrices` above 100K
@@ -1801,8 +1838,9 @@ pub fn spmm_stream_trace() -> Vec<lacuna_schedule::Instruction> {
 ///   `A` is stored as `rcm` ([`spmm_rcm_trace`]).
 /// - SDDMM (`examples/sddmm.ron`) vectorizes its feature reduction, which lets the lanes
 ///   reassociate the sum: results may differ from the serial order in the last bits. With a
-///   feature width from [`SDDMM_PREFETCH_MIN_FEAT`] to [`SDDMM_PREFETCH_MAX_FEAT`], the width is
-///   specialized and the rows of `W` are prefetched [`SDDMM_PREFETCH_DISTANCE`] entries ahead.
+///   feature width from [`SDDMM_SPECIALIZE_MIN_FEAT`] to [`SDDMM_SPECIALIZE_MAX_FEAT`], the
+///   width is specialized and the rows of `W` are prefetched as [`sddmm_prefetch_distance`]
+///   says.
 /// - SpMV (`examples/spmv.ron`) with at least [`SPMV_VECTOR_MIN_ROW`] entries per row on
 ///   average vectorizes each row's sum (reassociated likewise), and prefetches scattered
 ///   gathers ([`SPMV_PREFETCH_MIN_SCATTERED`]) of an `x` of
@@ -1976,16 +2014,12 @@ fn builtin_layout(p: &Program, data: &DataStats) -> Option<ScheduleFile> {
         trace.push(I::Vectorize {
             r#loop: "sddmm:k".into(),
         });
-        let prefetch_from = if data.hw_prefetches_rows {
-            SDDMM_PREFETCH_MIN_FEAT
-        } else {
-            SDDMM_SPECIALIZE_MIN_FEAT
-        };
-        if fixed.is_some_and(|k| k >= prefetch_from) {
+        let distance = fixed.and_then(|k| sddmm_prefetch_distance(k, data.hw_prefetches_rows));
+        if let Some(value) = distance {
             trace.push(I::Annotate {
                 r#loop: "sddmm:j".into(),
                 key: "prefetch".into(),
-                value: SDDMM_PREFETCH_DISTANCE,
+                value,
             });
         }
     }

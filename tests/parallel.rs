@@ -509,28 +509,38 @@ fn prefetches(s: &lacuna::schedule::ScheduleFile) -> bool {
 
 /// SDDMM's built-in schedule specializes the feature width exactly for widths from
 /// `SDDMM_SPECIALIZE_MIN_FEAT` to `SDDMM_SPECIALIZE_MAX_FEAT`, and prefetches the rows of `W`
-/// there from `SDDMM_PREFETCH_MIN_FEAT`, or from the first specialized width on hosts whose
-/// prefetchers do not cover gathered rows, reading the width of `W` as `lacuna run` binds it;
-/// the schedule replays.
+/// there: `SDDMM_PREFETCH_DISTANCE` entries ahead from the first specialized width on hosts
+/// whose prefetchers do not cover gathered rows, and on the others
+/// `SDDMM_SHORT_ROWS_PREFETCH_DISTANCE` ahead at the widths of `SDDMM_SHORT_ROWS_PREFETCH`,
+/// `SDDMM_PREFETCH_DISTANCE` ahead from `SDDMM_PREFETCH_MIN_FEAT` beyond them, none below;
+/// reading the width of `W` as `lacuna run` binds it; the schedule replays.
 #[test]
 fn builtin_sddmm_prefetches_wide_rows_only() {
     use lacuna::driver::{
-        builtin_schedule, DataStats, SDDMM_PREFETCH_MIN_FEAT as PF,
+        builtin_schedule, DataStats, SDDMM_PREFETCH_DISTANCE as D, SDDMM_PREFETCH_MIN_FEAT as PF,
+        SDDMM_SHORT_ROWS_PREFETCH as SHORT, SDDMM_SHORT_ROWS_PREFETCH_DISTANCE as DS,
         SDDMM_SPECIALIZE_MAX_FEAT as HI, SDDMM_SPECIALIZE_MIN_FEAT as LO,
     };
     let p = example("sddmm");
-    // (k, hardware prefetches rows, specialized, prefetched)
+    assert!(*SHORT.start() > LO && *SHORT.end() < HI);
+    // (k, hardware prefetches rows, specialized, prefetched this many entries ahead)
     for (feat, hw, fixed, prefetched) in [
-        (8, false, false, false),
-        (LO - 1, false, false, false),
-        (LO, false, true, true),
-        (32, false, true, true),
-        (32, true, true, false),
-        (PF - 8, true, true, false),
-        (PF, true, true, true),
-        (128, false, true, true),
-        (HI, true, true, true),
-        (HI + 32, false, false, false),
+        (8, false, false, None),
+        (LO - 1, false, false, None),
+        (LO, false, true, Some(D)),
+        (32, false, true, Some(D)),
+        (64, false, true, Some(D)),
+        (LO, true, true, None),
+        (*SHORT.start() - 8, true, true, None),
+        (*SHORT.start(), true, true, Some(DS)),
+        (32, true, true, Some(DS)),
+        (*SHORT.end(), true, true, Some(DS)),
+        (PF.max(*SHORT.end() + 32), true, true, Some(D)),
+        (128, true, true, Some(D)),
+        (128, false, true, Some(D)),
+        (HI, true, true, Some(D)),
+        (HI + 32, false, false, None),
+        (HI + 32, true, false, None),
     ] {
         let stats = DataStats {
             nnz: 1_000_000,
@@ -545,12 +555,13 @@ fn builtin_sddmm_prefetches_wide_rows_only() {
             .trace
             .iter()
             .any(|t| matches!(t, lacuna::schedule::Instruction::Specialize { value, .. } if *value == feat as u64));
-        assert_eq!(
-            prefetches(&s),
-            prefetched,
-            "k = {feat}, hw {hw}: {:?}",
-            s.trace
-        );
+        let distance = s.trace.iter().find_map(|t| match t {
+            lacuna::schedule::Instruction::Annotate { key, value, .. } if key == "prefetch" => {
+                Some(*value)
+            }
+            _ => None,
+        });
+        assert_eq!(distance, prefetched, "k = {feat}, hw {hw}: {:?}", s.trace);
         assert_eq!(specialized, fixed, "k = {feat}, hw {hw}: {:?}", s.trace);
         lacuna::schedule::Schedule::replay(&p, &s.trace).expect("replays");
     }
@@ -565,6 +576,59 @@ fn builtin_sddmm_prefetches_wide_rows_only() {
     ]);
     let stats = DataStats::of(&inputs);
     assert_eq!((stats.feat, stats.gathered_bytes), (Some(96), n * 96 * 8));
+}
+
+/// SDDMM's built-in schedule on a host whose prefetchers cover gathered rows, at the widths it
+/// prefetches `SDDMM_SHORT_ROWS_PREFETCH_DISTANCE` entries ahead (beyond a row's end, across
+/// rows, and past the last entry, which a prefetch never faults on), gives the interpreter's
+/// results at 1 to 4 threads on skewed matrices (one dense row, many empty rows, a single row,
+/// no entries).
+#[test]
+fn builtin_sddmm_prefetched_far_ahead_keeps_results() {
+    use lacuna::driver::{builtin_schedule, run_kernel, DataStats, SDDMM_SHORT_ROWS_PREFETCH};
+    let p = example("sddmm");
+    for k in [
+        *SDDMM_SHORT_ROWS_PREFETCH.start(),
+        *SDDMM_SHORT_ROWS_PREFETCH.end(),
+    ] {
+        for style in 0..5u8 {
+            let (m, e) = common::skewed_entries(90, 70, style, 11 + style as u64);
+            let n = 70;
+            let inputs = BTreeMap::from([
+                ("S".to_string(), Input::Coo(coo(m, n, &e))),
+                ("X".to_string(), dense(vec![m, k], 3)),
+                ("W".to_string(), dense(vec![n, k], 4)),
+            ]);
+            let stats = DataStats {
+                hw_prefetches_rows: true,
+                ..DataStats::of(&inputs)
+            };
+            let mut s = builtin_schedule(&p, &stats).expect("a built-in schedule");
+            assert!(prefetches(&s), "k = {k}: {:?}", s.trace);
+            if !parallel(&s) {
+                // Small inputs stay serial; run the rows in parallel too.
+                s.trace.push(lacuna::schedule::Instruction::Parallel {
+                    r#loop: "sddmm:i".into(),
+                });
+            }
+            let want = run_kernel(&p, &inputs, &BTreeMap::new(), Target::Interp, 1).expect("runs");
+            let want = want.outputs["C"].values().to_f64_vec();
+            let mut first = None;
+            for threads in 1..=4 {
+                let got = jit_output(&p, &s, &inputs, threads);
+                // Vector lanes reassociate the dot product: within a relative 1e-12.
+                assert_close(
+                    &got,
+                    &want,
+                    &format!("k = {k}, style {style}, {threads} threads"),
+                );
+                match &first {
+                    None => first = Some(got),
+                    Some(f) => assert_eq!(&got, f, "{threads} threads vs 1"),
+                }
+            }
+        }
+    }
 }
 
 /// SpMV's built-in schedule prefetches its gathers of `x` exactly when they are scattered
